@@ -1,12 +1,39 @@
 """Statistics: steady windows of one run, verdicts of one cell.
 
 One place for every statistical decision, so the parser, `graphsweep compare` and the workflow agree.
+Method and measured error rates: docs/statistics.md (figures from benchmarks/validate_stats.py).
+
+Design choices, each because of evidence in ../shared (design.md, anchors.md §3/§5, fixtures):
+- Jobs are the replicates. Each run is reduced to the median of its steady window; the interval
+  of a cell comes from the spread of those medians across repeated jobs. Iteration-to-iteration
+  noise inside one job understates job-to-job noise (h200-probe: eager jobs of one shape at
+  15 vs 18 ms while each run's iterations agree within a few %).
+- Effects are ratios, so the arithmetic happens on log step times (t-interval on log ratios).
+- Three-way decision with a practical margin: speedup/slowdown only when the whole interval is
+  beyond 1 ± margin, neutral when it lies inside, inconclusive otherwise.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Sequence
+
+import numpy as np
+from scipy import stats as _sps
+
+# --------------------------------------------------------------------------------------------
+# Steady window of one run
+# --------------------------------------------------------------------------------------------
+
+# A leading segment is a transient (and trimmed) only when all of these hold. Values chosen on
+# the fixtures: they trim a genuine warm-up ramp but leave the mid-run level shifts of
+# h200-probe/medium-eager-1.log (15.3 -> 13.0 -> 15.7 ms) alone, which are job noise, not warm-up.
+TRANSIENT_MIN_SHIFT = 0.03  # prefix median differs from the rest by >= 3 %
+TRANSIENT_MIN_SIGMAS = 3.0  # ... and by >= 3 robust standard deviations of the rest
+TRANSIENT_MAX_RETURN = 0.10  # ... and <= 10 % of the rest returns to the prefix side of the midpoint
+DRIFT_NOTE = 0.05  # first vs second half of the window differ by >= 5 %: say so (not trimmed)
+_MAX_POINTS = 400  # longer windows are searched on block medians (keeps 10^4 iterations fast)
 
 
 @dataclass(frozen=True)
@@ -16,14 +43,490 @@ class SteadyWindow:
     first: int | None  # first steady iteration number (inclusive), None when there is none
     last: int | None  # last steady iteration number (inclusive)
     n: int
-    reason: str  # e.g. "after warmup 3 and capture iteration 4" or "too few steady iterations (2 < 5)"
+    reason: str  # e.g. "iterations 5-30 (26 steady; ...)" or "too few steady iterations (2 < 5) ..."
+    trimmed: int = 0  # iterations >= first_allowed dropped as a leading transient
+    median_ms: float | None = None  # median step time inside the window
+
+
+def _robust_sd(x: np.ndarray) -> float:
+    return 1.4826 * float(np.median(np.abs(x - np.median(x))))
+
+
+def _best_split(x: np.ndarray, max_k: int) -> int | None:
+    """Split point k (1..max_k) minimising the L1 cost of a two-level median model."""
+    if max_k < 1:
+        return None
+    best_k, best_cost = None, math.inf
+    for k in range(1, max_k + 1):
+        pre, suf = x[:k], x[k:]
+        cost = float(np.abs(pre - np.median(pre)).sum() + np.abs(suf - np.median(suf)).sum())
+        if cost < best_cost - 1e-12:  # strict: ties keep the shortest prefix (deterministic)
+            best_k, best_cost = k, cost
+    return best_k
+
+
+def _fmt_range(a: int, b: int) -> str:
+    return f"{a}" if a == b else f"{a}-{b}"
 
 
 def steady_window(
     iterations: Sequence[int], elapsed_ms: Sequence[float], first_allowed: int, min_steady: int = 5
 ) -> SteadyWindow:
-    """Choose the steady window: iterations >= first_allowed (after setup, warmup and capture)."""
-    kept = [i for i in iterations if i >= first_allowed]
-    if len(kept) < min_steady:
-        return SteadyWindow(None, None, len(kept), f"too few steady iterations ({len(kept)} < {min_steady})")
-    return SteadyWindow(kept[0], kept[-1], len(kept), f"iterations >= {first_allowed} (after warmup and capture)")
+    """Choose the steady window of one run and say why.
+
+    1. Drop every iteration before `first_allowed` (setup, `cuda_graph_warmup_steps`, the capture
+       iteration: the caller knows where capture happened).
+    2. Trim a leading transient: the best single change point in the median level of the first half
+       of what remains, kept only if it is large (>= 3 % and >= 3 robust sd) and the earlier level
+       never comes back (so it is warm-up, not job noise). Repeated while it still finds one.
+    3. Note (do not trim) residual drift between the two halves of the window.
+    Fewer than `min_steady` iterations left is its own outcome: first/last are None.
+    """
+    if len(iterations) != len(elapsed_ms):
+        raise ValueError(
+            f"steady_window: {len(iterations)} iteration numbers but {len(elapsed_ms)} elapsed times; "
+            "pass one elapsed time per parsed iteration line"
+        )
+    it = np.asarray(iterations, dtype=np.int64)
+    x_all = np.asarray(elapsed_ms, dtype=float)
+    if it.size > 1 and np.any(np.diff(it) <= 0):
+        bad = int(np.flatnonzero(np.diff(it) <= 0)[0])
+        raise ValueError(
+            f"steady_window: iteration numbers must be strictly increasing (iteration {it[bad + 1]} "
+            f"follows {it[bad]}); keep one iteration line per iteration (the last rank's)"
+        )
+    if not np.all(np.isfinite(x_all)):
+        raise ValueError("steady_window: elapsed times contain NaN/inf; drop unparsed iteration lines first")
+
+    keep = it >= first_allowed
+    skipped = int((~keep).sum())
+    it, x = it[keep], x_all[keep]
+    n0 = int(it.size)
+    skip_note = f"skipped {skipped} before iteration {first_allowed} (setup, warmup, capture)"
+    if n0 < min_steady:
+        last_seen = f"; log ends at iteration {int(it[-1]) if n0 else int(np.max(np.asarray(iterations)) if len(iterations) else 0)}"
+        return SteadyWindow(
+            None, None, n0,
+            f"too few steady iterations ({n0} < {min_steady}) at or after iteration {first_allowed}"
+            + (last_seen if len(iterations) else "; no iteration lines"),
+        )
+
+    notes: list[str] = []
+    start = 0
+    max_trim = n0 // 2  # never trim more than half of the window
+    while True:
+        seg = x[start:]
+        room = min(max_trim - start, seg.size - min_steady)
+        if room < 1:
+            break
+        # Long windows: search on block medians, then map the split back to iterations.
+        block = max(1, math.ceil(seg.size / _MAX_POINTS))
+        if block > 1:
+            nb = seg.size // block
+            pts = np.median(seg[: nb * block].reshape(nb, block), axis=1)
+            kb = _best_split(pts, max(0, room // block))
+            k = None if kb is None else kb * block
+        else:
+            k = _best_split(seg, room)
+        if k is None:
+            break
+        pre, suf = seg[:k], seg[k:]
+        lp, ls = float(np.median(pre)), float(np.median(suf))
+        shift = lp / ls - 1.0
+        mid = 0.5 * (lp + ls)
+        returned = int(np.sum(suf >= mid)) if lp > ls else int(np.sum(suf <= mid))
+        big = abs(shift) >= TRANSIENT_MIN_SHIFT and abs(lp - ls) >= TRANSIENT_MIN_SIGMAS * _robust_sd(suf)
+        if big and returned <= TRANSIENT_MAX_RETURN * suf.size:
+            notes.append(
+                f"trimmed leading transient {_fmt_range(int(it[start]), int(it[start + k - 1]))} "
+                f"(median {lp:.1f} ms vs {ls:.1f} ms after, {shift:+.0%})"
+            )
+            start += k
+            continue
+        if big:
+            notes.append(
+                f"level shift at iteration {int(it[start + k])} kept ({lp:.1f} -> {ls:.1f} ms): the earlier level "
+                f"returns later ({returned} of {suf.size} iterations), job noise rather than warm-up"
+            )
+        break
+
+    wit, wx = it[start:], x[start:]
+    n = int(wx.size)
+    half = n // 2
+    h1, h2 = float(np.median(wx[:half])), float(np.median(wx[n - half :]))
+    drift = h2 / h1 - 1.0
+    if abs(drift) >= DRIFT_NOTE:
+        notes.append(f"residual drift: second half {drift:+.0%} vs first half (kept; job-level noise)")
+    head = f"iterations {int(wit[0])}-{int(wit[-1])} ({n} steady; {skip_note})"
+    return SteadyWindow(
+        int(wit[0]), int(wit[-1]), n, "; ".join([head, *notes]), trimmed=start, median_ms=float(np.median(wx))
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Verdict of one cell
+# --------------------------------------------------------------------------------------------
+
+RUN_OUTCOMES = ("completed", "timeout", "blocked", "oom", "crashed", "invalid", "unparseable")
+VERDICTS = (
+    "speedup", "slowdown", "neutral", "inconclusive", "blocked", "oom", "failed", "invalid", "baseline-failed",
+)
+TIMING_VERDICTS = ("speedup", "slowdown", "neutral", "inconclusive")
+BOOTSTRAP_RESAMPLES = 2000
+CI_WITHIN_RUN = "within-run bootstrap (1 repeat: understates job-to-job noise)"
+
+
+@dataclass
+class ArmRun:
+    run_id: str
+    outcome: str  # completed | timeout (usable only if it has steady data) | blocked | oom | crashed | invalid | unparseable
+    step_ms: Sequence[float]  # the steady-window iteration times of this run (ms)
+    peak_mem_gb: float | None = None  # peak memory after capture
+    reason: str = ""
+    error_class: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in RUN_OUTCOMES:
+            raise ValueError(
+                f"ArmRun {self.run_id!r}: outcome {self.outcome!r} is not one of {', '.join(RUN_OUTCOMES)}"
+            )
+
+    @property
+    def usable(self) -> bool:
+        """Timing counts: completed, or a timeout that still measured a steady window."""
+        return self.outcome in ("completed", "timeout") and len(self.step_ms) > 0
+
+
+@dataclass
+class Verdict:
+    verdict: str  # one of VERDICTS
+    reason: str
+    speedup: float | None = None  # eager/graph step-time ratio, >1 = graph faster
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None  # two-sided, H0: ratio == 1 (raw; adjust across cells with benjamini_hochberg)
+    n_eager: int = 0  # usable runs
+    n_graph: int = 0
+    eager_step_ms: float | None = None  # median of per-run medians
+    graph_step_ms: float | None = None
+    ci_method: str = ""
+    eager_peak_mem_gb: float | None = None  # median across runs of peak memory after capture
+    graph_peak_mem_gb: float | None = None
+    mem_delta_gb: float | None = None  # graph - eager
+    paired_outcome: str = ""  # both-completed | graph-only-oom | both-oom | graph-fixes-failure | ...
+    margin: float = 0.02
+    confidence: float = 0.95
+    notes: list[str] = field(default_factory=list)  # mixed outcomes, excluded runs
+
+
+def _median_or_none(values: Sequence[float | None]) -> float | None:
+    vals = [float(v) for v in values if v is not None and math.isfinite(v)]
+    return float(np.median(vals)) if vals else None
+
+
+def _describe(runs: Sequence[ArmRun]) -> str:
+    """'2 oom, 1 crashed (NCCL)' style summary of unusable runs."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        key = r.outcome if r.outcome != "timeout" else "timeout before the steady window"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{v} {k}" for k, v in counts.items())
+
+
+def _first_reason(runs: Sequence[ArmRun], outcome: str) -> str:
+    for r in runs:
+        if r.outcome == outcome:
+            detail = r.reason or r.error_class or ""
+            return f"{r.run_id}: {detail}" if detail else r.run_id
+    return ""
+
+
+def _decide(lo: float, hi: float, margin: float) -> str:
+    if lo > 1 + margin:
+        return "speedup"
+    if hi < 1 - margin:
+        return "slowdown"
+    if lo >= 1 - margin and hi <= 1 + margin:
+        return "neutral"
+    return "inconclusive"
+
+
+def _between_runs(
+    eager_med: np.ndarray, graph_med: np.ndarray, pairs: np.ndarray | None, confidence: float
+) -> tuple[float, float, float, float, str, float, int]:
+    """(estimate, lo, hi, p, method, sd_for_planning, n_for_planning) from per-run medians."""
+    alpha = 1 - confidence
+    if pairs is not None:  # paired by repeat index: log ratio per pair
+        d = np.log(pairs[:, 0]) - np.log(pairs[:, 1])
+        n = d.size
+        mean, sd = float(d.mean()), float(d.std(ddof=1))
+        se, df = sd / math.sqrt(n), n - 1
+        method = f"between-runs t on log-ratios (n={n} pairs)"
+        plan_sd = sd * math.sqrt(0.5)  # per-arm equivalent, so repeats_needed is comparable
+    else:
+        le, lg = np.log(eager_med), np.log(graph_med)
+        ne, ng = le.size, lg.size
+        mean = float(le.mean() - lg.mean())
+        ve = float(le.var(ddof=1)) if ne > 1 else math.nan
+        vg = float(lg.var(ddof=1)) if ng > 1 else math.nan
+        if ne > 1 and ng > 1:  # Welch: the eager arm of launch-bound shapes is much noisier
+            se = math.sqrt(ve / ne + vg / ng)
+            num, den = (ve / ne + vg / ng) ** 2, 0.0
+            if ne > 1 and ve > 0:
+                den += (ve / ne) ** 2 / (ne - 1)
+            if ng > 1 and vg > 0:
+                den += (vg / ng) ** 2 / (ng - 1)
+            df = num / den if den > 0 else float(ne + ng - 2)
+            method = f"between-runs t on log-ratios (n={ne}+{ng}, Welch)"
+        else:  # one arm has a single run: its variance is borrowed from the other arm (pooled)
+            v = ve if ne > 1 else vg
+            se = math.sqrt(v * (1 / ne + 1 / ng))
+            df = float(ne + ng - 2)
+            method = f"between-runs t on log-ratios (n={ne}+{ng}, variance from the {'eager' if ne > 1 else 'graph'} arm only)"
+        plan_sd = math.sqrt(np.nanmean([ve, vg]))
+    if se == 0.0:  # every run of both arms printed the same median (print resolution): no spread seen
+        lo = hi = mean
+        p = 1.0 if mean == 0 else 0.0
+    else:
+        tq = float(_sps.t.ppf(1 - alpha / 2, df))
+        lo, hi = mean - tq * se, mean + tq * se
+        p = float(2 * _sps.t.sf(abs(mean) / se, df))
+    n_plan = pairs.shape[0] if pairs is not None else max(eager_med.size, graph_med.size)
+    return math.exp(mean), math.exp(lo), math.exp(hi), p, method, plan_sd, n_plan
+
+
+def _within_run(e: np.ndarray, g: np.ndarray, confidence: float, seed: int = 0) -> tuple[float, float, float, float]:
+    """Bootstrap of the iteration times of one run per arm: ratio of medians, percentile interval."""
+    rng = np.random.default_rng(seed)  # fixed seed: the same logs give the same verdict
+    alpha = 1 - confidence
+    ratios = np.empty(BOOTSTRAP_RESAMPLES)
+    chunk = max(1, min(BOOTSTRAP_RESAMPLES, 4_000_000 // max(e.size, g.size, 1)))
+    for s in range(0, BOOTSTRAP_RESAMPLES, chunk):
+        b = min(chunk, BOOTSTRAP_RESAMPLES - s)
+        me = np.median(e[rng.integers(0, e.size, (b, e.size))], axis=1)
+        mg = np.median(g[rng.integers(0, g.size, (b, g.size))], axis=1)
+        ratios[s : s + b] = me / mg
+    lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
+    if e.size > 1 and g.size > 1 and not (np.all(e == e[0]) and np.all(g == e[0])):
+        p = float(_sps.mannwhitneyu(e, g, alternative="two-sided").pvalue)
+    else:
+        p = 1.0 if np.median(e) == np.median(g) else 0.0
+    return float(np.median(e) / np.median(g)), float(lo), float(hi), p
+
+
+def repeats_needed(sd_log: float, estimate: float, margin: float, confidence: float = 0.95) -> int | None:
+    """Repeats per arm for an unpaired interval of this spread to clear the nearest margin edge.
+
+    A planning figure (normal approximation with t-quantile refinement), not a guarantee: with
+    `estimate` as the true ratio, the interval half-width must shrink below the distance from
+    log(estimate) to the nearest of log(1 - margin), log(1 + margin). None when the estimate sits
+    on an edge (no finite number of repeats decides it).
+    """
+    le = math.log(estimate)
+    edges = (math.log(1 - margin), math.log(1 + margin))
+    dist = min(abs(le - edges[0]), abs(le - edges[1]))
+    if dist < 1e-9 or not math.isfinite(sd_log):
+        return None
+    if sd_log == 0:
+        return 2
+    for n in range(2, 100_000):
+        tq = float(_sps.t.ppf(1 - (1 - confidence) / 2, 2 * n - 2))
+        if tq * sd_log * math.sqrt(2 / n) < dist:
+            return n
+    return None
+
+
+def judge_cell(
+    eager: Sequence[ArmRun],
+    graph: Sequence[ArmRun],
+    *,
+    margin: float = 0.02,
+    confidence: float = 0.95,
+    paired: bool = False,
+) -> Verdict:
+    """Verdict of one cell (one graph variant against its shape's eager baseline).
+
+    Outcome precedence, before any timing: eager has no usable run -> baseline-failed; graph
+    blocked -> blocked; graph invalid -> invalid; graph OOM -> oom; graph without any usable run
+    (crashed, timeout before the window, unparseable) -> failed. Then timing: the interval of
+    eager/graph from the per-run medians (between runs), or, with one usable run per arm, a
+    bootstrap of the iteration times that the reason flags as understating job-to-job noise.
+    """
+    if not 0 < margin < 1:
+        raise ValueError(f"judge_cell: margin={margin} must be a fraction in (0, 1), e.g. 0.02 for 2 %")
+    if not 0 < confidence < 1:
+        raise ValueError(f"judge_cell: confidence={confidence} must be in (0, 1), e.g. 0.95")
+    if not eager and not graph:
+        raise ValueError("judge_cell: no runs for either arm; plan and run the cell first")
+
+    e_ok = [r for r in eager if r.usable]
+    g_ok = [r for r in graph if r.usable]
+    e_bad = [r for r in eager if not r.usable]
+    g_bad = [r for r in graph if not r.usable]
+
+    v = Verdict(verdict="", reason="", margin=margin, confidence=confidence, n_eager=len(e_ok), n_graph=len(g_ok))
+    # Memory: peak after capture; OOM runs carry no meaningful peak, so only runs that got there count.
+    v.eager_peak_mem_gb = _median_or_none([r.peak_mem_gb for r in eager if r.outcome not in ("oom", "blocked")])
+    v.graph_peak_mem_gb = _median_or_none([r.peak_mem_gb for r in graph if r.outcome not in ("oom", "blocked")])
+    if v.eager_peak_mem_gb is not None and v.graph_peak_mem_gb is not None:
+        v.mem_delta_gb = v.graph_peak_mem_gb - v.eager_peak_mem_gb
+    if e_ok:
+        v.eager_step_ms = float(np.median([np.median(np.asarray(r.step_ms, float)) for r in e_ok]))
+    if g_ok:
+        v.graph_step_ms = float(np.median([np.median(np.asarray(r.step_ms, float)) for r in g_ok]))
+
+    g_out = {r.outcome for r in graph}
+    e_out = {r.outcome for r in eager}
+    of = lambda runs, total: f"{len(runs)} of {len(total)}"  # noqa: E731
+
+    # 1. No baseline, no verdict.
+    if not e_ok:
+        v.verdict = "baseline-failed"
+        what = _describe(e_bad) if e_bad else "no eager runs"
+        first = next((r for r in e_bad if r.reason or r.error_class), None)
+        detail = f" ({first.run_id}: {first.reason or first.error_class})" if first else ""
+        if e_out == {"oom"} and "oom" in g_out and not g_ok:
+            v.paired_outcome = "both-oom"
+            v.reason = f"eager arm has no usable run ({what}){detail}; graph arm OOM too: the shape does not fit"
+        elif g_ok:
+            v.paired_outcome = "graph-fixes-failure"
+            v.reason = (
+                f"eager arm has no usable run ({what}){detail}, but {of(g_ok, graph)} graph runs completed "
+                f"(median {v.graph_step_ms:.2f} ms): the graph fixes a baseline failure; no speedup can be computed"
+            )
+        else:
+            v.paired_outcome = "both-failed"
+            v.reason = f"eager arm has no usable run ({what}){detail}; graph arm: {_describe(g_bad) or 'no runs'}"
+        return v
+
+    # 2. Deterministic graph-arm outcomes dominate, even if some repeats completed.
+    timing_hint = ""
+    if g_ok:
+        timing_hint = f"; the {len(g_ok)} completed graph run(s) had median {v.graph_step_ms:.2f} ms vs eager {v.eager_step_ms:.2f} ms"
+    if "blocked" in g_out:
+        v.verdict, v.paired_outcome = "blocked", "graph-blocked"
+        v.reason = f"graph arm blocked: {_first_reason(graph, 'blocked') or 'no reason recorded'}"
+        return v
+    if "invalid" in g_out:
+        bad = [r for r in graph if r.outcome == "invalid"]
+        v.verdict, v.paired_outcome = "invalid", "graph-invalid"
+        v.reason = (
+            f"{of(bad, graph)} graph runs completed without evidence that a graph was captured and replayed "
+            f"({_first_reason(graph, 'invalid')}){timing_hint}"
+        )
+        return v
+    if "oom" in g_out:
+        bad = [r for r in graph if r.outcome == "oom"]
+        v.verdict = "oom"
+        v.paired_outcome = "graph-only-oom" if not g_ok else "graph-sometimes-oom"
+        head = "graph-only OOM" if not g_ok else f"graph OOM in {of(bad, graph)} repeats (near the memory limit)"
+        mem = f"; eager fit at {v.eager_peak_mem_gb:.2f} GB peak" if v.eager_peak_mem_gb is not None else "; eager fit"
+        v.reason = f"{head}: {_first_reason(graph, 'oom')}{mem}{timing_hint}"
+        return v
+    if not g_ok:
+        v.verdict = "failed"
+        # eager also lost runs the same way: flaky infrastructure rather than the graph
+        v.paired_outcome = "mixed" if e_bad and {r.outcome for r in e_bad} >= g_out else "graph-introduces-failure"
+        first = next((r for r in g_bad), None)
+        detail = f" ({first.run_id}: {first.reason or first.error_class or first.outcome})" if first else ""
+        v.reason = f"graph arm has no usable run ({_describe(g_bad) or 'no graph runs'}){detail} while eager completed"
+        return v
+
+    # 3. Timing. Non-deterministic failures (crash, timeout before the window, unparseable) are excluded, said aloud.
+    notes: list[str] = []
+    if g_bad:
+        notes.append(f"excluded {of(g_bad, graph)} graph runs ({_describe(g_bad)}: {g_bad[0].run_id} {g_bad[0].reason or g_bad[0].error_class or ''})".rstrip())
+    if e_bad:
+        notes.append(f"excluded {of(e_bad, eager)} eager runs ({_describe(e_bad)})")
+    v.paired_outcome = "both-completed" if not (g_bad or e_bad) else "mixed"
+    v.notes = notes
+
+    e_med = np.array([np.median(np.asarray(r.step_ms, float)) for r in e_ok])
+    g_med = np.array([np.median(np.asarray(r.step_ms, float)) for r in g_ok])
+    pairs = None
+    if paired:
+        ok_pairs = [
+            (float(np.median(np.asarray(a.step_ms, float))), float(np.median(np.asarray(b.step_ms, float))))
+            for a, b in zip(eager, graph)
+            if a.usable and b.usable
+        ]
+        if len(ok_pairs) >= 2:
+            pairs = np.array(ok_pairs)
+        else:
+            notes.append(f"pairing asked but only {len(ok_pairs)} complete pair(s): compared unpaired")
+
+    plan_sd, n_plan = math.nan, 1
+    if pairs is not None or (e_med.size + g_med.size >= 3):
+        est, lo, hi, p, method, plan_sd, n_plan = _between_runs(e_med, g_med, pairs, confidence)
+        single = ""
+    else:
+        e, g = np.asarray(e_ok[0].step_ms, float), np.asarray(g_ok[0].step_ms, float)
+        est, lo, hi, p = _within_run(e, g, confidence)
+        method = CI_WITHIN_RUN
+        single = "; 1 repeat per arm: the interval is within-run only and understates job-to-job noise"
+    v.speedup, v.ci_low, v.ci_high, v.p_value, v.ci_method = est, lo, hi, p, method
+    v.verdict = _decide(lo, hi, margin)
+
+    pct = f"{int(round(confidence * 100))}% CI"
+    band = f"1 ± {margin:g}"
+    iv = f"{est:.3f}x [{lo:.3f}, {hi:.3f}] ({pct}; eager {v.eager_step_ms:.2f} ms vs graph {v.graph_step_ms:.2f} ms)"
+    if v.verdict == "speedup":
+        reason = f"graph faster: {iv} excludes {band}"
+    elif v.verdict == "slowdown":
+        reason = f"graph slower: {iv} excludes {band}"
+    elif v.verdict == "neutral":
+        reason = f"no practical difference: {iv} lies inside {band}"
+    else:
+        need = repeats_needed(plan_sd, est, margin, confidence) if math.isfinite(plan_sd) else None
+        more = (
+            f" (about {need} repeats per arm at this spread)" if need and need > n_plan
+            else " (run at least 3 repeats per arm)" if method == CI_WITHIN_RUN
+            else ""
+        )
+        reason = f"{iv} straddles {band}: more repeats would decide{more}"
+    if v.mem_delta_gb is not None and v.eager_peak_mem_gb:
+        rel = v.mem_delta_gb / v.eager_peak_mem_gb
+        if v.verdict == "speedup" and v.mem_delta_gb > 0:
+            reason += f"; the speedup costs {v.mem_delta_gb:+.2f} GB peak memory ({rel:+.0%}: {v.eager_peak_mem_gb:.2f} -> {v.graph_peak_mem_gb:.2f} GB)"
+        elif abs(v.mem_delta_gb) >= 0.01:
+            reason += f"; peak memory {v.mem_delta_gb:+.2f} GB ({rel:+.0%})"
+    v.reason = reason + single + "".join(f"; {n}" for n in notes)
+    return v
+
+
+# --------------------------------------------------------------------------------------------
+# Across cells
+# --------------------------------------------------------------------------------------------
+
+
+def benjamini_hochberg(p_values: Sequence[float | None]) -> list[float | None]:
+    """Benjamini-Hochberg adjusted p-values (q-values), same order; None (no test) stays None.
+
+    Only cells with a p-value count towards m, so blocked/OOM cells do not dilute the correction.
+    """
+    idx = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
+    for i in idx:
+        if not 0.0 <= float(p_values[i]) <= 1.0:  # type: ignore[arg-type]
+            raise ValueError(f"benjamini_hochberg: p-value {p_values[i]} at position {i} is outside [0, 1]")
+    out: list[float | None] = [None] * len(p_values)
+    m = len(idx)
+    if m == 0:
+        return out
+    order = sorted(idx, key=lambda i: float(p_values[i]))  # type: ignore[arg-type]
+    running = 1.0
+    for rank in range(m, 0, -1):  # step-up: q_(k) = min_{j>=k} m p_(j) / j
+        i = order[rank - 1]
+        running = min(running, float(p_values[i]) * m / rank)  # type: ignore[arg-type]
+        out[i] = running
+    return out
+
+
+def aa_false_positive_rate(verdicts: Sequence[str]) -> tuple[int, int, float]:
+    """(false positives, judged cells, rate) over eager-vs-eager control cells.
+
+    Any speedup or slowdown of an A/A cell is a false positive; cells without a timing verdict
+    (blocked, failed, ...) are not counted. The rate is NaN when no control cell was judged.
+    """
+    judged = [v for v in verdicts if v in TIMING_VERDICTS]
+    fp = sum(v in ("speedup", "slowdown") for v in judged)
+    return fp, len(judged), (fp / len(judged) if judged else math.nan)

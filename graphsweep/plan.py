@@ -1,0 +1,107 @@
+"""Plan a sweep: every run with its exact command and preflight verdict, before anything is submitted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from graphsweep import launch
+from graphsweep.spec import RunSpec, Spec
+from graphsweep.tables import PLAN_COLUMNS, write_table
+
+# Rough cost of a builtin run when no estimate is known: setup plus a small step (seconds).
+_BUILTIN_SETUP_S, _BUILTIN_STEP_S = 10.0, 0.05
+
+
+def estimate_gpu_seconds(run: RunSpec) -> float:
+    if run.workload["kind"] == "megatron_bridge":
+        from graphsweep import megatron
+
+        return float(megatron.estimate_gpu_seconds(run))
+    return run.gpus * (_BUILTIN_SETUP_S + _BUILTIN_STEP_S * run.total_iterations)
+
+
+def blocked_by(spec: Spec) -> dict[str, list[launch.Violation]]:
+    """Preflight violations per run id (empty list: the run may be submitted)."""
+    if spec.raw.get("preflight") == "none":
+        return {r.run_id: [] for r in spec.runs()}
+    return {r.run_id: launch.preflight(r) for r in spec.runs()}
+
+
+def plan_frame(spec: Spec) -> pd.DataFrame:
+    """One row per run (cell x arm x repeat), blocked runs included with the rule that blocks them."""
+    rows: list[dict[str, Any]] = []
+    blocked = blocked_by(spec)
+    verify = bool(spec.raw.get("verify"))
+    for run in spec.runs():
+        violations = blocked[run.run_id]
+        plan = launch.launch_plan(run)
+        rec = run.to_record()
+        shape, settings = rec.pop("shape"), rec.pop("settings")
+        rec.update(
+            status=("verify" if verify else "blocked") if violations else "submit",
+            rule_id=";".join(v.rule for v in violations) or None,
+            rule_message=" | ".join(v.message for v in violations) or None,
+            rule_source=" | ".join(v.source for v in violations) or None,
+            command=plan.shell(),
+            est_gpu_seconds=0.0 if violations and not verify else estimate_gpu_seconds(run),
+        )
+        rec.update({k: settings[k] for k in shape})  # one column per axis
+        rows.append(rec)
+    df = pd.DataFrame(rows)
+    axis_cols = [c for c in df.columns if c not in PLAN_COLUMNS]
+    return df[PLAN_COLUMNS + axis_cols]
+
+
+def submitted_run_ids(spec: Spec) -> list[str]:
+    """Runs the workflow submits: all but preflight-blocked ones (unless `verify` asks to confirm the rules)."""
+    if spec.raw.get("verify"):
+        return [r.run_id for r in spec.runs()]
+    blocked = blocked_by(spec)
+    return [r.run_id for r in spec.runs() if not blocked[r.run_id]]
+
+
+def write_plan(spec: Spec, out: str | Path) -> pd.DataFrame:
+    df = plan_frame(spec)
+    write_table(df, out, "plan", extra={"spec": spec.raw, "spec_path": spec.path})
+    return df
+
+
+def run_config(run: RunSpec) -> dict[str, Any]:
+    """Everything the run rule needs, written to runs/{run_id}/config.yaml: no run reads another run's files."""
+    plan = launch.launch_plan(run)
+    return {
+        "run": run.to_record(),
+        "launch": {
+            "argv": list(plan.argv),
+            "env": dict(plan.env),
+            "shell": plan.shell(),
+            "gpus": plan.gpus,
+            "nodes": plan.nodes,
+            "gpus_per_node": plan.gpus_per_node,
+            "tasks_per_node": plan.tasks_per_node,
+            "srun": plan.srun,
+            "srun_args": list(plan.srun_args),
+            "overrides": dict(plan.overrides),
+        },
+        "executor": dict(run.executor),
+    }
+
+
+def write_run_config(run: RunSpec, out: str | Path) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w") as f:
+        yaml.safe_dump(run_config(run), f, sort_keys=False)
+
+
+def dry_run_summary(df: pd.DataFrame) -> dict[str, Any]:
+    sub = df[df.status != "blocked"]
+    return {
+        "runs": int(len(df)),
+        "to_submit": int(len(sub)),
+        "blocked": int((df.status == "blocked").sum()),
+        "gpu_hours": round(float(sub.est_gpu_seconds.sum()) / 3600.0, 3),
+    }
