@@ -1,0 +1,43 @@
+"""Gather the per-run files of a sweep into runs.parquet and iterations.parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from graphsweep.tables import read_table, write_table
+
+
+def run_row(plan_row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """One runs.parquet row: the plan's facts, run.json (job facts) and summary.json (what the log says)."""
+    row = dict(plan_row)
+    info = json.loads((run_dir / "run.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("executor", "job_id", "host", "start_utc", "end_utc", "wall_s", "exit_code", "state", "attempt",
+                "gpu_seconds", "slurm_nodelist"):  # fmt: skip
+        row[key] = info.get(key)
+    row["previous_attempts"] = json.dumps(info.get("previous_attempts", [])) if info.get("previous_attempts") else None
+    row["provenance"] = json.dumps(info["provenance"]) if info.get("provenance") else None
+    for key, value in summary.items():
+        row[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+    row["log_path"] = str(run_dir / "log.txt")
+    return row
+
+
+def aggregate(plan_path: Path, run_dirs: Sequence[Path], runs_out: Path, iterations_out: Path) -> pd.DataFrame:
+    plan = read_table(plan_path, "plan").set_index("run_id", drop=False)
+    rows, frames = [], []
+    for run_dir in run_dirs:
+        run_id = run_dir.name
+        rows.append(run_row(plan.loc[run_id].to_dict(), run_dir))
+        it = pd.read_parquet(run_dir / "iterations.parquet")
+        if len(it):
+            frames.append(it)
+    runs = pd.DataFrame(rows)
+    write_table(runs, runs_out, "runs")
+    iterations = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    write_table(iterations, iterations_out, "iterations")
+    return runs

@@ -1,0 +1,112 @@
+"""Judge every cell: graph runs against the eager baseline of their shape -> comparison.parquet.
+
+Works from the plan and the run tables alone (no spec), so logs ingested from elsewhere compare the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from graphsweep import stats
+from graphsweep.tables import COMPARISON_COLUMNS, read_table, write_table
+
+USABLE = {"completed", "timeout"}  # a timeout after the measurement window still has steady data
+
+
+def _steady_times(iterations: pd.DataFrame, run: pd.Series) -> list[float]:
+    first, last = run.get("steady_first"), run.get("steady_last")
+    if pd.isna(first) or pd.isna(last):
+        return []
+    it = iterations[(iterations.iteration >= first) & (iterations.iteration <= last)]
+    return it.elapsed_ms.dropna().astype(float).tolist()
+
+
+def _arm_runs(runs: pd.DataFrame, iterations: pd.DataFrame) -> list[stats.ArmRun]:
+    out = []
+    for _, r in runs.iterrows():
+        out.append(
+            stats.ArmRun(
+                run_id=r.run_id,
+                outcome=str(r.get("outcome") or "unparseable"),
+                step_ms=_steady_times(iterations, r) if r.get("outcome") in USABLE else [],
+                peak_mem_gb=None if pd.isna(r.get("peak_mem_gb")) else float(r.get("peak_mem_gb")),
+                reason=str(r.get("reason") or ""),
+                error_class=None if pd.isna(r.get("error_class")) else r.get("error_class"),
+            )
+        )
+    return out
+
+
+def _spec_setting(plan_path: Path, key: str, default: Any) -> Any:
+    meta = pq.read_schema(plan_path).metadata or {}
+    extra = json.loads(meta.get(b"graphsweep.extra", b"{}"))
+    return extra.get("spec", {}).get(key, default)
+
+
+def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, margin: float | None = None) -> pd.DataFrame:
+    plan = read_table(plan_path, "plan")
+    runs = read_table(runs_path, "runs") if Path(runs_path).exists() else pd.DataFrame(columns=["run_id"])
+    iterations = read_table(iterations_path, "iterations")
+    if margin is None:
+        margin = float(_spec_setting(plan_path, "margin", 0.02))
+    paired = bool(_spec_setting(plan_path, "pairing", False))
+    axis_cols = [c for c in plan.columns if c not in set(read_plan_columns())]
+    by_run = runs.set_index("run_id", drop=False) if len(runs) else runs
+    rows = []
+    for cell_id, graph_plan in plan[plan.arm != "eager"].groupby("cell_id", sort=False):
+        first = graph_plan.iloc[0]
+        eager_plan = plan[(plan.shape_id == first.shape_id) & (plan.arm == "eager")]
+        row: dict[str, Any] = {
+            "sweep": first.sweep,
+            "cell_id": cell_id,
+            "shape_id": first.shape_id,
+            "variant": first.variant,
+            "impl": first.impl,
+            "scope": first.scope,
+            **{c: first[c] for c in axis_cols},
+            "eager_run_ids": list(eager_plan.run_id),
+            "graph_run_ids": list(graph_plan.run_id),
+            "eager_run_id": eager_plan.run_id.iloc[0] if len(eager_plan) else None,
+            "graph_run_id": first.run_id,
+        }
+        blocked = graph_plan[graph_plan.status == "blocked"]
+        eager_blocked = eager_plan[eager_plan.status == "blocked"]
+        if len(blocked) or len(eager_blocked):
+            src = blocked.iloc[0] if len(blocked) else eager_blocked.iloc[0]
+            row.update(verdict="blocked", reason=f"preflight: {src.rule_message}", rule_id=src.rule_id, gpu_seconds=0.0)
+            rows.append(row)
+            continue
+        eager_runs = by_run.loc[by_run.run_id.isin(eager_plan.run_id)] if len(by_run) else by_run
+        graph_runs = by_run.loc[by_run.run_id.isin(graph_plan.run_id)] if len(by_run) else by_run
+        v = stats.judge_cell(
+            _arm_runs(eager_runs, iterations), _arm_runs(graph_runs, iterations), margin=margin, paired=paired
+        )
+        row.update({k: getattr(v, k) for k in v.__dataclass_fields__})
+        row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
+        if first.arm == "control":
+            row["variant"] = "aa"
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if len(df):
+        testable = df.verdict.isin(["speedup", "slowdown", "neutral", "inconclusive"]) & (df.variant != "aa")
+        q = stats.benjamini_hochberg([p if t else None for p, t in zip(df.get("p_value", [None] * len(df)), testable)])
+        df["q_value"] = q
+    for c in COMPARISON_COLUMNS:
+        if c not in df.columns:
+            df[c] = None
+    ordered = COMPARISON_COLUMNS[:6] + axis_cols + [c for c in COMPARISON_COLUMNS[6:]]
+    rest = [c for c in df.columns if c not in ordered]
+    df = df[ordered + rest]
+    write_table(df, out, "comparison", extra={"margin": margin, "paired": paired})
+    return df
+
+
+def read_plan_columns() -> list[str]:
+    from graphsweep.tables import PLAN_COLUMNS
+
+    return PLAN_COLUMNS

@@ -1,0 +1,14 @@
+from pathlib import Path
+
+from graphsweep.report import write_reports
+from graphsweep.smk import logging_to
+
+with logging_to(snakemake.log[0]):
+    write_reports(
+        plan=Path(snakemake.input.plan),
+        runs=Path(snakemake.input.runs),
+        iterations=Path(snakemake.input.iterations),
+        comparison=Path(snakemake.input.comparison),
+        md_out=Path(snakemake.output.md),
+        html_out=Path(snakemake.output.html),
+    )

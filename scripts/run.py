@@ -1,0 +1,25 @@
+import sys
+from pathlib import Path
+
+from graphsweep.smk import logging_to
+from graphsweep.submit import execute_run
+
+
+def say(message):
+    # The rule's log keeps everything; the controller's terminal shows progress lines.
+    print(message, flush=True)
+    print(f"[graphsweep] {message}", file=sys.__stderr__, flush=True)
+
+
+with logging_to(snakemake.log[0]):
+    execute_run(
+        config_path=Path(snakemake.input[0]),
+        run_json=Path(snakemake.output.run),
+        log_path=Path(snakemake.output.log),
+        jobs_dir=Path(snakemake.params.jobs_dir),
+        attempt=int(snakemake.resources.attempt),
+        timeout_min=int(snakemake.resources.timeout_min),
+        cluster=snakemake.params.cluster,
+        slurm=snakemake.params.slurm,
+        say=say,
+    )
