@@ -1,0 +1,35 @@
+# Two entry points for a fresh machine (see README):
+#   make sweep   set up and run the default sweep end to end (local executor, builtin workload)
+#   make test    set up (system packages, local Slurm cluster) and run the tests
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CORES ?= 2
+
+.PHONY: sweep test install system slurm lint clean-results
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	# The builtin workload needs torch; a CPU build is enough off the GPU cluster (pinned: the newest is a multi-GB CUDA build).
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[builtin,test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+sweep: install
+	$(VENV)/bin/snakemake --cores $(CORES)
+
+system:
+	bash .ci/install-system.sh
+
+slurm: system
+	bash tests/slurm/local-cluster.sh start
+
+test: install slurm
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -ra
+
+lint: install
+	$(VENV)/bin/snakemake --lint
+
+clean-results:
+	rm -rf results/default .snakemake
