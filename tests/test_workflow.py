@@ -1,0 +1,103 @@
+"""The default sweep through real Snakemake + real submitit (local executor) in a scratch directory.
+
+On this CPU machine every graph arm must be recorded as blocked (no CUDA device) and every eager baseline must
+complete with real timings.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pandas as pd
+import pytest
+import yaml
+
+from graphsweep.spec import load_spec
+from tests.conftest import copy_workflow, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def default_sweep(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("default"))
+    proc = snakemake(workdir, "--cores", "2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return workdir, proc
+
+
+def test_every_table_of_the_data_flow_is_written(default_sweep):
+    workdir, _ = default_sweep
+    out = workdir / "results" / "default"
+    for name in ["plan.parquet", "runs.parquet", "iterations.parquet", "comparison.parquet", "report.md", "report.html"]:
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_comparison_has_one_row_per_cell_with_the_promised_columns(default_sweep):
+    workdir, _ = default_sweep
+    spec = load_spec(workdir / "configs" / "sweep.yaml")
+    comparison = pd.read_parquet(workdir / "results/default/comparison.parquet")
+    assert sorted(comparison.cell_id) == sorted(c.cell_id for c in spec.cells())
+    for column in ["sweep", "cell_id", "variant", "impl", "scope", "hidden", "micro_batch", "verdict", "reason",
+                   "eager_step_ms", "graph_step_ms", "speedup", "ci_low", "ci_high", "eager_peak_mem_gb",
+                   "graph_peak_mem_gb", "eager_run_id", "graph_run_id"]:  # fmt: skip
+        assert column in comparison.columns, column
+
+
+def test_on_cpu_graph_rows_are_blocked_by_the_missing_cuda_device(default_sweep):
+    workdir, _ = default_sweep
+    comparison = pd.read_parquet(workdir / "results/default/comparison.parquet")
+    assert set(comparison.verdict) == {"blocked"}
+    assert all("CUDA graphs need a CUDA device" in r for r in comparison.reason)
+
+
+def test_eager_baselines_completed_with_real_timings(default_sweep):
+    workdir, _ = default_sweep
+    runs = pd.read_parquet(workdir / "results/default/runs.parquet")
+    eager = runs[runs.arm == "eager"]
+    assert len(eager) == 6 and set(eager.outcome) == {"completed"}
+    assert (eager.step_ms_median > 0).all()
+    it = pd.read_parquet(workdir / "results/default/iterations.parquet")
+    steady = it[it.run_id.isin(eager.run_id)]
+    assert len(steady) == 6 * 24  # warmup 3 + capture slot 1 + 20 measured
+    assert steady.elapsed_ms.gt(0).all()
+
+
+def test_each_run_records_its_job(default_sweep):
+    workdir, _ = default_sweep
+    for run_json in (workdir / "results/default/runs").glob("*/run.json"):
+        info = json.loads(run_json.read_text())
+        for key in ["executor", "job_id", "host", "start_utc", "end_utc", "exit_code", "state", "attempt"]:
+            assert info.get(key) is not None, (run_json, key)
+        assert info["executor"] == "local"
+        assert (run_json.parent / "log.txt").stat().st_size > 0
+        cfg = yaml.safe_load((run_json.parent / "config.yaml").read_text())
+        assert cfg["run"]["run_id"] == run_json.parent.name
+
+
+def test_parquet_reads_back_with_duckdb(default_sweep):
+    workdir, _ = default_sweep
+    path = workdir / "results/default/comparison.parquet"
+    n = duckdb.sql(f"select count(*) from read_parquet('{path}') where verdict = 'blocked'").fetchone()[0]
+    assert n == 12
+
+
+def test_second_run_has_nothing_to_do(default_sweep):
+    workdir, _ = default_sweep
+    proc = snakemake(workdir, "--cores", "2", "-n")
+    assert proc.returncode == 0
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_broken_spec_stops_before_anything_runs(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    spec = workdir / "configs" / "sweep.yaml"
+    raw = yaml.safe_load(spec.read_text())
+    raw["axes"]["micro_batch"] = "two"
+    spec.write_text(yaml.safe_dump(raw))
+    proc = snakemake(workdir, "--cores", "2")
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "configs/sweep.yaml" in text and "axes.micro_batch" in text and "'two'" in text
+    assert not (workdir / "results").exists()
