@@ -8,8 +8,6 @@ rule run:
         "{results}/{sweep}/logs/run/{run_id}.log",
     params:
         jobs_dir="{results}/{sweep}/.jobs/{run_id}",
-        cluster=config.get("cluster"),
-        slurm=config.get("slurm"),
     resources:
         attempt=get_attempt,
         timeout_min=get_timeout_min,

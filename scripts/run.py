@@ -19,7 +19,9 @@ with logging_to(snakemake.log[0]):
         jobs_dir=Path(snakemake.params.jobs_dir),
         attempt=int(snakemake.resources.attempt),
         timeout_min=int(snakemake.resources.timeout_min),
-        cluster=snakemake.params.cluster,
-        slurm=snakemake.params.slurm,
+        # Operational settings come from the config (the Slurm profile), not params: changing a partition
+        # must not re-queue finished runs.
+        cluster=snakemake.config.get("cluster"),
+        slurm=snakemake.config.get("slurm"),
         say=say,
     )
