@@ -1,0 +1,667 @@
+"""Preflight rules: every known-invalid CUDA-graph combination, caught before it costs a GPU second.
+
+Input is a flat mapping of Megatron Bridge config paths (``model.cuda_graph_impl``, ``train.micro_batch_size`` ...)
+to values, plus the job environment and the GPU count. Each :class:`Rule` encodes one constraint, with the
+message Megatron prints (or ours where Megatron has none, e.g. an unknown scope only raises ``KeyError``) and
+where it comes from. Facts and line numbers: shared/docs/megatron-reference.md sections 3.1-3.5
+(Megatron Core ``core_r0.19.0``, Megatron Bridge ``r0.6.0`` unless noted).
+
+Rules only fire on what they can see: a key that is not given is taken at its Megatron Core default where the
+reference records one (noted per rule), never at a guessed recipe default.
+
+Hydra value parsing lives here too (``parse_value``/``parse_override``/``format_value``): the same grammar the
+command line of every Bridge entry point uses (reference 4.1).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from graphsweep.launch import Violation
+
+# --------------------------------------------------------------------------------------------------
+# Hydra values
+
+
+class OverrideError(ValueError):
+    """A KEY=VALUE argument that Hydra would not accept (or would read as a sweep)."""
+
+
+_INT = re.compile(r"^[+-]?\d[\d_]*$")
+_FLOAT = re.compile(r"^[+-]?((\d[\d_]*)?\.\d[\d_]*([eE][+-]?\d+)?|\d[\d_]*[eE][+-]?\d+|\d[\d_]*\.([eE][+-]?\d+)?|inf|nan)$", re.I)
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+# Characters Hydra accepts in an unquoted string value (override grammar: ID / UNQUOTED_CHAR).
+_UNQUOTED = re.compile(r"^[A-Za-z0-9_\-+./:@%*$?|\\]+$")
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    """Split on `sep` outside brackets, braces and quotes."""
+    parts, depth, quote, cur = [], 0, "", []
+    for ch in text:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    if quote or depth:
+        raise OverrideError(f"unbalanced quotes or brackets in {text!r}")
+    parts.append("".join(cur))
+    return parts
+
+
+def parse_value(text: str) -> Any:
+    """A Hydra override value as Python: null, true/false, int, float, [list], {dict}, 'quoted' or bare string."""
+    s = text.strip()
+    if not s:
+        return ""
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        return s[1:-1]
+    if s[0] == "[":
+        if s[-1] != "]":
+            raise OverrideError(f"list value {text!r} has no closing ']'")
+        inner = s[1:-1].strip()
+        return [parse_value(p) for p in _split_top(inner)] if inner else []
+    if s[0] == "{":
+        if s[-1] != "}":
+            raise OverrideError(f"dict value {text!r} has no closing '}}'")
+        inner = s[1:-1].strip()
+        out: dict[str, Any] = {}
+        for item in _split_top(inner) if inner else []:
+            k, sep, v = item.partition(":")
+            if not sep:
+                raise OverrideError(f"dict item {item!r} in {text!r} needs key:value")
+            out[k.strip()] = parse_value(v)
+        return out
+    low = s.lower()
+    if low == "null":
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    if _INT.match(s):
+        return int(s.replace("_", ""))
+    if _FLOAT.match(s):
+        return float(s.replace("_", ""))
+    if len(_split_top(s)) > 1:
+        raise OverrideError(
+            f"{text!r} is a Hydra sweep (a,b), not a list; write it as [{s}] (Bridge parses overrides with Hydra)"
+        )
+    return s
+
+
+def parse_override(arg: str) -> tuple[str, Any, bool]:
+    """`key=value`, `+key=value`, `++key=value` or `~key` -> (key, value, delete)."""
+    if arg.startswith("~"):
+        key = arg[1:].split("=", 1)[0]
+        if not _KEY.match(key):
+            raise OverrideError(f"{arg!r}: '{key}' is not a config path such as model.cuda_graph_impl")
+        return key, None, True
+    key, sep, value = arg.partition("=")
+    key = key.lstrip("+")
+    if not sep:
+        raise OverrideError(f"{arg!r} is not KEY=VALUE (e.g. model.cuda_graph_impl=transformer_engine)")
+    if not _KEY.match(key):
+        raise OverrideError(f"{arg!r}: '{key}' is not a config path such as model.cuda_graph_impl")
+    return key, parse_value(value), False
+
+
+def format_value(value: Any) -> str:
+    """A Python value in Hydra override syntax (what goes after `key=`)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{format_value(v)}" for k, v in value.items()) + "}"
+    s = str(value)
+    # Quote strings that Hydra would otherwise read as another type or cannot take bare.
+    if _UNQUOTED.match(s) and parse_value(s) == s:
+        return s
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def format_override(key: str, value: Any) -> str:
+    return f"{key}={format_value(value)}"
+
+
+def split_env(pairs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`env.NAME` keys are the job environment; everything else is a config path."""
+    settings: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    for k, v in pairs.items():
+        if k.startswith("env."):
+            env[k[4:]] = "" if v is None else (format_value(v) if isinstance(v, bool) else str(v))
+        else:
+            settings[k] = v
+    return settings, env
+
+
+# --------------------------------------------------------------------------------------------------
+# The graph view of a config
+
+TE_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
+# CudaGraphScope enum (MCore transformer/enums.py): the deprecated names are accepted in cuda_graph_scope.
+KNOWN_SCOPES = set(TE_MODULES) | {"full_iteration", "full_iteration_inference", "full"}
+VALID_IMPLS = {"0.18": ("none", "local", "transformer_engine"), "0.19": ("none", "local", "transformer_engine", "full_iteration")}
+
+
+def _as_list(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        # a comma string is accepted by cuda_graph_modules (reference 3.1)
+        return [p.strip() for p in value.split(",") if p.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v).split(".")[-1] for v in value]  # tolerate "CudaGraphModule.attn"
+    return [str(value)]
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def _num(value: Any, default: float | None = None) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _version(v: str | None) -> tuple[int, ...]:
+    nums = re.findall(r"\d+", v or "")
+    return tuple(int(n) for n in nums[:3])
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """What Megatron will make of the cuda_graph_* settings."""
+
+    impl: str  # as given (none | local | transformer_engine | full_iteration | anything invalid)
+    effective: str  # none | transformer_engine | full_iteration | local (per-layer local) | invalid
+    names: tuple[str, ...]  # every scope/module name given, in order
+    scope_key: str | None  # which key carried the names
+    mcore: str
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return tuple(n for n in self.names if n not in ("full_iteration", "full_iteration_inference", "full"))
+
+    @property
+    def graphs_on(self) -> bool:
+        return self.effective not in ("none", "invalid")
+
+
+def graph_view(s: Mapping[str, Any], mcore: str) -> GraphView:
+    impl = s.get("model.cuda_graph_impl")
+    if impl is None:
+        # deprecated switches (MCore transformer_config.py L2374/L2378)
+        if _truthy(s.get("model.enable_cuda_graph")):
+            impl = "local"
+        elif _truthy(s.get("model.external_cuda_graph")):
+            impl = "transformer_engine"
+        else:
+            impl = "none"
+    impl = str(impl)
+    scope = _as_list(s.get("model.cuda_graph_scope"))
+    modules = _as_list(s.get("model.cuda_graph_modules"))
+    names, key = (), None
+    if modules is not None:
+        names, key = tuple(modules), "model.cuda_graph_modules"
+    if scope is not None and (modules is None or not modules):
+        names, key = tuple(scope), "model.cuda_graph_scope"
+    if impl not in VALID_IMPLS[mcore]:
+        effective = "invalid"
+    elif impl == "none":
+        effective = "none"
+    elif impl == "local" and "full_iteration" in names:
+        effective = "full_iteration"  # Bridge 0.6 compat layer: local + [full_iteration] (utils/cuda_graph.py)
+    else:
+        effective = impl
+    return GraphView(impl, effective, names, key, mcore)
+
+
+# --------------------------------------------------------------------------------------------------
+# Rules
+
+
+@dataclass(frozen=True)
+class Ctx:
+    s: Mapping[str, Any]
+    env: Mapping[str, str]
+    gpus: int
+    mcore: str  # "0.18" (cuda_graph_scope API) or "0.19" (cuda_graph_modules API)
+    te_version: str | None
+    g: GraphView
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.s.get(key, default)
+
+    def flag(self, *keys: str, default: bool = False) -> bool:
+        for k in keys:
+            if k in self.s:
+                return _truthy(self.s[k])
+        return default
+
+    def size(self, key: str, default: int = 1) -> int:
+        v = _num(self.s.get(key))
+        return int(v) if v else default
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    source: str
+    check: Callable[[Ctx], str | None]  # the message when the rule fires, else None
+    summary: str
+
+    def __call__(self, ctx: Ctx) -> Violation | None:
+        msg = self.check(ctx)
+        return Violation(rule=self.id, message=msg, source=self.source) if msg else None
+
+
+RULES: list[Rule] = []
+
+
+def rule(id: str, source: str, summary: str) -> Callable[[Callable[[Ctx], str | None]], Callable[[Ctx], str | None]]:
+    def deco(fn: Callable[[Ctx], str | None]) -> Callable[[Ctx], str | None]:
+        RULES.append(Rule(id, source, fn, summary))
+        return fn
+
+    return deco
+
+
+@rule("cuda_graph_impl_invalid", "MCore transformer_config.py L2450 (core_r0.19.0); <=0.18 has no full_iteration impl",
+      "cuda_graph_impl must be a known implementation for this Megatron Core")
+def _impl_invalid(c: Ctx) -> str | None:
+    if c.g.effective == "invalid":
+        return f"Invalid cuda graph implementation: {c.g.impl}"
+    return None
+
+
+@rule("cuda_graph_scope_unknown", "graphsweep (MCore cuda_graph_config.py L49/L56 only raises KeyError: '<name>')",
+      "every scope/module name must be one Megatron knows")
+def _scope_unknown(c: Ctx) -> str | None:
+    bad = [n for n in c.g.names if n not in KNOWN_SCOPES]
+    if bad:
+        return (
+            f"Unknown CUDA graph scope '{bad[0]}' in {c.g.scope_key}; valid names are {', '.join(TE_MODULES)} "
+            f"(and full_iteration with cuda_graph_impl=local). Megatron Core itself only raises KeyError: '{bad[0]}'."
+        )
+    return None
+
+
+@rule("cuda_graph_modules_before_0_19", "graphsweep (Bridge OmegaConf struct mode rejects unknown keys; reference 4.1)",
+      "cuda_graph_modules exists only from Megatron Core 0.19")
+def _modules_old(c: Ctx) -> str | None:
+    if c.mcore == "0.18" and c.get("model.cuda_graph_modules") is not None:
+        return (
+            "model.cuda_graph_modules does not exist before Megatron Core 0.19 (the override fails as an unknown key); "
+            "use model.cuda_graph_scope, or set workload.mcore_version to 0.19"
+        )
+    return None
+
+
+@rule("cuda_graph_scope_and_modules", "MCore transformer_config.py L2388 (core_r0.19.0)",
+      "never set both cuda_graph_scope and cuda_graph_modules")
+def _scope_and_modules(c: Ctx) -> str | None:
+    if c.mcore != "0.18" and c.get("model.cuda_graph_scope") is not None and c.get("model.cuda_graph_modules") is not None:
+        return "cuda_graph_scope and cuda_graph_modules cannot be set together."
+    return None
+
+
+@rule("local_only_full_iteration", "Bridge utils/cuda_graph.py validate_cuda_graph_configuration (r0.6.0)",
+      "Bridge 0.6 accepts cuda_graph_impl=local only for full-iteration graphs")
+def _local_only_full(c: Ctx) -> str | None:
+    if c.g.impl == "local" and "full_iteration" not in c.g.names:
+        shown = f" with scopes {list(c.g.names)!r}" if c.g.names else ""
+        return (
+            f'Megatron Bridge supports model.cuda_graph_impl="local" only for full-iteration CUDA graphs{shown}. '
+            'Use model.cuda_graph_impl="transformer_engine" for scoped CUDA graph capture such as "attn" or "mlp".'
+        )
+    return None
+
+
+@rule("full_iteration_with_te", "MCore cuda_graph_config.py L108 (core_r0.19.0); <=0.18 TECudaGraphHelper",
+      "full_iteration is not a transformer_engine scope")
+def _full_with_te(c: Ctx) -> str | None:
+    if c.g.impl == "transformer_engine" and "full_iteration" in c.g.names:
+        if c.mcore == "0.18":
+            return ("full_iteration cuda graph is not supported for cuda_graph_impl=transformer_engine. "
+                    "Please use cuda_graph_impl=local instead.")
+        return "cuda_graph_modules='full_iteration' cannot be combined with cuda_graph_impl='transformer_engine'."
+    return None
+
+
+@rule("full_iteration_exclusive",
+      "MCore transformer_config.py L2463 (core_r0.19.0); Bridge scripts/performance/utils/overrides.py L117-160",
+      "a full-iteration graph captures everything: no other scope alongside")
+def _full_exclusive(c: Ctx) -> str | None:
+    if c.g.effective != "full_iteration" or not c.g.modules:
+        return None
+    if c.g.impl == "full_iteration":
+        return 'cuda_graph_modules must be empty when cuda_graph_impl="full_iteration".'
+    return "full_iteration CUDA graph scope cannot be combined with other scopes."
+
+
+@rule("full_iteration_nan_check", "Bridge training/config.py L1364-1369 ConfigContainer.validate (r0.6.0)",
+      "a full-iteration graph needs rerun_state_machine.check_for_nan_in_loss=False (default True)")
+def _full_nan(c: Ctx) -> str | None:
+    if c.g.effective == "full_iteration" and c.flag("rerun_state_machine.check_for_nan_in_loss", default=True):
+        return ("check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. "
+                "Set rerun_state_machine.check_for_nan_in_loss=False.")
+    return None
+
+
+@rule("te_rng_tracker", "Bridge models/gpt_provider.py L232-237 provide() (r0.6.0); synced by config.py L1270-1272",
+      "any CUDA graph needs the TE RNG tracker (model.use_te_rng_tracker or rng.te_rng_tracker)")
+def _rng(c: Ctx) -> str | None:
+    # ConfigContainer.validate sets both flags when either is True, so one of them is enough.
+    if c.g.graphs_on and not c.flag("model.use_te_rng_tracker") and not c.flag("rng.te_rng_tracker"):
+        return ("Transformer engine's RNG tracker is required for cudagraphs, it can be enabled with "
+                "use_te_rng_tracker=True'.")  # the stray quote is Megatron's
+    return None
+
+
+@rule("moe_and_moe_router", "MCore transformer_config.py L2487 (core_r0.19.0; <=0.18 says cuda_graph_scope)",
+      "moe and moe_router scopes are mutually exclusive")
+def _moe_router(c: Ctx) -> str | None:
+    if c.g.graphs_on and "moe" in c.g.modules and "moe_router" in c.g.modules:
+        field = "cuda_graph_scope" if c.mcore == "0.18" else "cuda_graph_modules"
+        return f"{field} must not contain both moe and moe_router."
+    return None
+
+
+@rule("moe_preprocess_needs_router", "MCore transformer_config.py L2491 (core_r0.19.0)",
+      "moe_preprocess needs moe_router in the same scope")
+def _preprocess_router(c: Ctx) -> str | None:
+    # the local impl silently adds both (L2475-2482), so only transformer_engine can get this wrong
+    if c.g.effective == "transformer_engine" and "moe_preprocess" in c.g.modules and "moe_router" not in c.g.modules:
+        return "moe_preprocess cuda graph is only supported with moe_router cuda graph."
+    return None
+
+
+@rule("moe_preprocess_dtoh", "MCore transformer_config.py L2518 (core_r0.19.0)",
+      "moe_preprocess is not graphable with the alltoall dispatcher plus a capacity factor or FP8 router padding")
+def _preprocess_dtoh(c: Ctx) -> str | None:
+    if not (c.g.graphs_on and "moe_preprocess" in c.g.modules):
+        return None
+    # dispatcher default is allgather (MCore L862); only an explicit alltoall can trip this
+    if str(c.get("model.moe_token_dispatcher_type", "allgather")) != "alltoall":
+        return None
+    if c.get("model.moe_expert_capacity_factor") is not None or c.flag("model.moe_router_padding_for_fp8"):
+        return ("moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations "
+                "in the preprocess step.")
+    return None
+
+
+@rule("moe_scope_dense_model", "MCore transformer_config.py L2496 (core_r0.19.0)",
+      "moe / moe_router scopes need an MoE model (num_moe_experts > 1)")
+def _moe_dense(c: Ctx) -> str | None:
+    if not (c.g.graphs_on and ({"moe", "moe_router"} & set(c.g.modules))) or "model.num_moe_experts" not in c.s:
+        return None  # expert count unknown (recipe default): cannot tell
+    n = _num(c.get("model.num_moe_experts"), 0.0) or 0.0
+    if n <= 1:
+        return "moe cuda graph is only supported for MoE."
+    return None
+
+
+@rule("moe_scope_dropless", "MCore transformer_config.py L2511 (core_r0.19.0)",
+      "the moe scope needs drop-and-pad MoE (capacity factor + pad to capacity)")
+def _moe_dropless(c: Ctx) -> str | None:
+    # MCore defaults: moe_expert_capacity_factor=None, moe_pad_expert_input_to_capacity=False (dropless)
+    if c.g.graphs_on and "moe" in c.g.modules:
+        if c.get("model.moe_expert_capacity_factor") is None or not c.flag("model.moe_pad_expert_input_to_capacity"):
+            return "moe cuda graph is only supported with drop-padding MoE."
+    return None
+
+
+@rule("mlp_scope_all_moe", "MCore transformer_config.py L2502 (core_r0.19.0)",
+      "the mlp scope needs dense layers; an all-MoE model has none")
+def _mlp_all_moe(c: Ctx) -> str | None:
+    if not (c.g.graphs_on and "mlp" in c.g.modules):
+        return None
+    n = _num(c.get("model.num_moe_experts"), 0.0) or 0.0
+    freq = c.get("model.moe_layer_freq", 1)
+    all_moe = freq == 1 or (isinstance(freq, list) and 0 not in freq)
+    if n > 1 and all_moe:
+        return "mlp cuda graph is only supported for dense layers, but not found in the model."
+    return None
+
+
+@rule("full_recompute_te_scope", "MCore transformer_config.py L2525 (core_r0.19.0)",
+      "full (layer) recompute works only with a full-iteration graph")
+def _full_recompute(c: Ctx) -> str | None:
+    gran = c.get("model.recompute_granularity")
+    if c.g.graphs_on and gran and gran != "selective" and c.g.effective != "full_iteration":
+        return "full recompute is only supported with full iteration CUDA graph."
+    return None
+
+
+@rule("moe_recompute_moe_router", "MCore transformer_config.py L2535 (core_r0.19.0)",
+      "selective moe recompute cannot be combined with a transformer_engine moe_router graph")
+def _moe_recompute(c: Ctx) -> str | None:
+    mods = _as_list(c.get("model.recompute_modules")) or []
+    if (c.g.effective == "transformer_engine" and c.get("model.recompute_granularity") == "selective"
+            and "moe" in mods and "moe_router" in c.g.modules):
+        # the "--cuda-graph-impl transformer_engine." suffix is a separate statement in MCore, not in the message
+        return "moe recompute is not supported with moe_router CUDA graph with: "
+    return None
+
+
+@rule("cpu_offloading", "MCore transformer_config.py L2468 (core_r0.19.0; <=0.18 also rejects local)",
+      "CUDA graphs and CPU offloading do not mix (0.19: except the full_iteration impl)")
+def _cpu_offload(c: Ctx) -> str | None:
+    if not (c.g.graphs_on and c.flag("model.cpu_offloading")):
+        return None
+    allowed = ("full_iteration",) if c.mcore != "0.18" and c.g.impl == "full_iteration" else ()
+    if c.g.effective not in allowed:
+        return "CUDA graphs not supported with CPU offloading."
+    return None
+
+
+def _packed(c: Ctx) -> bool:
+    if c.flag("packed_sequence", "dataset.packed_sequence"):
+        return True
+    specs = c.get("dataset.packed_sequence_specs")
+    size = _num(c.get("dataset.packed_sequence_specs.packed_sequence_size"), 0.0) or 0.0
+    return size > 0 or (isinstance(specs, Mapping) and (_num(specs.get("packed_sequence_size"), 0.0) or 0.0) > 0)
+
+
+@rule("packed_sequence_te_scope", "MCore transformer_layer.py L1211-1217 (core_r0.19.0), at TE graph replay",
+      "transformer_engine scoped graphs cannot take packed sequences (packed_seq_params is not a Tensor)")
+def _packed_te(c: Ctx) -> str | None:
+    if c.g.effective == "transformer_engine" and _packed(c):
+        return ("CUDA graph accepts only Tensor inputs. inference_context and packed_seq_params are excluded from "
+                "input list. For inference cuda graph, please use cuda_graph_impl=local instead.")
+    return None
+
+
+@rule("packed_pad_to_max_length", "Bridge training/config.py L1170-1188 (r0.6.0)",
+      "offline packing with graphs needs the dataset padded to max length")
+def _packed_pad(c: Ctx) -> str | None:
+    if c.g.graphs_on and _packed(c) and not c.flag("dataset.dataset_kwargs.pad_to_max_length", "dataset.pad_to_max_length"):
+        return "Offline packing with CUDA graphs requires dataset pad_to_max_length=True."
+    return None
+
+
+@rule("packed_pad_cu_seqlens", "Bridge training/config.py L1170-1188 (r0.6.0)",
+      "packed attention in a graph needs padded cu_seqlens")
+def _packed_cu(c: Ctx) -> str | None:
+    attn_captured = c.g.effective == "full_iteration" or not c.g.modules or "attn" in c.g.modules
+    if c.g.graphs_on and _packed(c) and attn_captured and not c.flag(
+        "dataset.packed_sequence_specs.pad_cu_seqlens", "dataset.offline_packing_specs.pad_cu_seqlens"
+    ):
+        return ("Packed attention CUDA graphs require offline_packing_specs.pad_cu_seqlens=True. "
+                "Enable it for full-iteration, whole-layer, or attention-scoped capture.")
+    return None
+
+
+def _delay_wgrad_graph(c: Ctx) -> bool:
+    delay = c.flag("comm_overlap.delay_wgrad_compute", "model.delay_wgrad_compute")
+    return delay and c.g.graphs_on and bool({"attn", "moe_router"} & set(c.g.modules))
+
+
+@rule("delay_wgrad_te_version", "Bridge training/comm_overlap.py L520-557 (r0.6.0)",
+      "delayed wgrad with attn/moe_router graphs needs Transformer Engine >= 2.12.0")
+def _delay_te(c: Ctx) -> str | None:
+    if _delay_wgrad_graph(c) and c.te_version and _version(c.te_version) < (2, 12, 0):
+        return "CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0."
+    return None
+
+
+@rule("delay_wgrad_grad_accum_fusion", "Bridge training/comm_overlap.py L520-557 (r0.6.0)",
+      "delayed wgrad with attn/moe_router graphs needs gradient_accumulation_fusion (MCore default True)")
+def _delay_fusion(c: Ctx) -> str | None:
+    if _delay_wgrad_graph(c) and not c.flag("model.gradient_accumulation_fusion", default=True):
+        return ("CUDA graph with delay_wgrad_compute requires gradient_accumulation_fusion to be enabled. This is "
+                "because default gradient accumulation does not use static memory addresses, which breaks CUDA "
+                "graph requirements.")
+    return None
+
+
+@rule("delay_wgrad_attn_bias", "Bridge training/comm_overlap.py L520-557 (r0.6.0)",
+      "delayed wgrad with an attn graph cannot have attention bias (checked when add_bias_linear/add_qkv_bias given)")
+def _delay_bias(c: Ctx) -> str | None:
+    bias = c.flag("model.add_bias_linear") or c.flag("model.add_qkv_bias")
+    if _delay_wgrad_graph(c) and "attn" in c.g.modules and bias:
+        return "CUDA graph with delay_wgrad_compute does not support attention bias for now."
+    return None
+
+
+@rule("delay_wgrad_needs_ep_overlap", "Bridge training/comm_overlap.py L520-557 (r0.6.0); MCore L2749",
+      "delay_wgrad_compute needs overlap_moe_expert_parallel_comm")
+def _delay_overlap(c: Ctx) -> str | None:
+    if c.flag("comm_overlap.delay_wgrad_compute", "model.delay_wgrad_compute") and not c.flag(
+        "comm_overlap.overlap_moe_expert_parallel_comm", "model.overlap_moe_expert_parallel_comm"
+    ):
+        return "overlap_moe_expert_parallel_comm is required for delay_wgrad_compute"
+    return None
+
+
+@rule("expandable_segments_nccl_graph_register",
+      "MCore cuda_graphs.py TECudaGraphHelper.__init__ 0.19 L2098-2107 (any arch); CudaGraphManager <=0.18 (sm<100)",
+      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True needs NCCL_GRAPH_REGISTER=0")
+def _expandable(c: Ctx) -> str | None:
+    if "expandable_segments:True" not in c.env.get("PYTORCH_CUDA_ALLOC_CONF", ""):
+        return None
+    if c.env.get("NCCL_GRAPH_REGISTER") == "0":  # must be exactly the string 0
+        return None
+    # TE impl asserts on every arch; the local manager only up to 0.18 and only below sm_100 (H100/H200 are sm_90).
+    # MCore 0.19 dropped the local check, and the full-iteration wrapper never had one.
+    if c.g.effective == "transformer_engine" or (c.mcore == "0.18" and c.g.effective in ("full_iteration", "local")):
+        return ("Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
+    return None
+
+
+@rule("fsdp_with_graphs", "graphsweep, after NVIDIA cloudai megatron_bridge constraint_check (reference 4.6)",
+      "Megatron FSDP is not run with CUDA graphs")
+def _fsdp(c: Ctx) -> str | None:
+    if c.g.graphs_on and c.flag("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp"):
+        return ("CUDA graphs are not combined with Megatron FSDP (ddp.use_megatron_fsdp=True): NVIDIA cloudai's "
+                "Megatron Bridge workload rejects this pair; sweep graphs without FSDP.")
+    return None
+
+
+@rule("moe_a2a_overlap_with_graphs",
+      "MCore transformer_config.py L2744 (core_r0.19.0: TE moe/mlp scope; <=0.18 any non-TE impl too)",
+      "overlap_moe_expert_parallel_comm (moe_a2a_overlap) and moe/mlp graphs do not mix")
+def _a2a_overlap(c: Ctx) -> str | None:
+    if not (c.g.graphs_on and c.flag("comm_overlap.overlap_moe_expert_parallel_comm", "model.overlap_moe_expert_parallel_comm")):
+        return None
+    te_hit = c.g.effective == "transformer_engine" and bool({"moe", "mlp"} & set(c.g.modules))
+    old_hit = c.mcore == "0.18" and c.g.effective != "transformer_engine"
+    if te_hit or old_hit:
+        return "CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm"
+    return None
+
+
+def _model_parallel(c: Ctx) -> tuple[int, int, int]:
+    return (c.size("model.tensor_model_parallel_size"), c.size("model.pipeline_model_parallel_size"),
+            c.size("model.context_parallel_size"))
+
+
+@rule("parallel_sizes_divide_gpus", "MCore parallel_state.py initialize_model_parallel",
+      "tensor x pipeline x context parallel must divide the GPU count")
+def _divide(c: Ctx) -> str | None:
+    tp, pp, cp = _model_parallel(c)
+    if c.gpus % (tp * pp * cp):
+        return (f"world_size ({c.gpus}) is not divisible by tensor_model_parallel_size ({tp}) x "
+                f"pipeline_model_parallel_size ({pp}) x context_parallel_size ({cp})")
+    return None
+
+
+@rule("expert_parallel_sizes_divide_gpus", "MCore parallel_state.py initialize_model_parallel (expert rank generator)",
+      "expert tensor x expert x pipeline parallel must divide the GPU count")
+def _divide_expert(c: Ctx) -> str | None:
+    tp, pp, _ = _model_parallel(c)
+    etp = c.size("model.expert_tensor_parallel_size", tp)
+    ep = c.size("model.expert_model_parallel_size")
+    n = etp * ep * pp
+    if c.gpus % n:
+        return f"world_size ({c.gpus}) is not divisible by expert_tensor_model_pipeline_parallel size ({n})"
+    return None
+
+
+@rule("global_batch_divisible", "MCore num_microbatches_calculator.py ConstantNumMicroBatches",
+      "global batch must be a multiple of micro batch x data parallel")
+def _gbs(c: Ctx) -> str | None:
+    tp, pp, cp = _model_parallel(c)
+    gbs, mbs = _num(c.get("train.global_batch_size")), _num(c.get("train.micro_batch_size"))
+    if gbs is None or mbs is None or c.gpus % (tp * pp * cp):
+        return None  # unknown batch (recipe default), or the parallel rule already fired
+    dp = c.gpus // (tp * pp * cp)
+    if int(gbs) % (int(mbs) * dp):
+        return (f"global batch size ({int(gbs)}) is not divisible by micro batch size ({int(mbs)}) times data "
+                f"parallel size ({dp})")
+    return None
+
+
+RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+
+
+def normalise_mcore(mcore: str | None) -> str:
+    """'0.18' for the cuda_graph_scope API (<= 0.18), '0.19' for cuda_graph_modules (>= 0.19); auto -> 0.19."""
+    v = _version(mcore)
+    if not v or mcore == "auto":
+        return "0.19"
+    return "0.18" if v < (0, 19) else "0.19"
+
+
+def check(
+    settings: Mapping[str, Any],
+    env: Mapping[str, str],
+    *,
+    gpus: int,
+    mcore: str = "0.19",
+    te_version: str | None = None,
+    rules: Iterable[Rule] | None = None,
+) -> list[Violation]:
+    """Every rule that rejects these settings, in rule order. String values are read as Hydra values."""
+    parsed = {k: parse_value(v) if isinstance(v, str) else v for k, v in settings.items()}
+    generation = normalise_mcore(mcore)
+    ctx = Ctx(parsed, {k: str(v) for k, v in env.items()}, int(gpus), generation, te_version, graph_view(parsed, generation))
+    out = []
+    for r in rules if rules is not None else RULES:
+        v = r(ctx)
+        if v is not None:
+            out.append(v)
+    return out
