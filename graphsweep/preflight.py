@@ -68,7 +68,7 @@ def parse_value(text: str) -> Any:
     if not s:
         return ""
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
-        return s[1:-1]
+        return s[1:-1].replace("\\" + s[0], s[0])  # Hydra unescapes the quote character
     if s[0] == "[":
         if s[-1] != "]":
             raise OverrideError(f"list value {text!r} has no closing ']'")
@@ -133,7 +133,8 @@ def format_value(value: Any) -> str:
     # Quote strings that Hydra would otherwise read as another type or cannot take bare.
     if _UNQUOTED.match(s) and parse_value(s) == s:
         return s
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    q = '"' if "'" in s and '"' not in s else "'"
+    return q + s.replace(q, "\\" + q) + q
 
 
 def format_override(key: str, value: Any) -> str:

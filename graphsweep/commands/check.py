@@ -1,0 +1,69 @@
+"""graphsweep check KEY=VALUE ...: would Megatron accept these CUDA-graph settings? No GPU, no Megatron import.
+
+Keys are Megatron Bridge config paths with Hydra-style values, exactly as on a Bridge command line
+(``model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=[attn,mlp]``); ``env.NAME=VALUE`` gives the
+job environment (``env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``) and ``gpus=N`` the GPU count.
+Exit status: 0 when no rule fires, 1 when the settings are blocked, 2 when an argument cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from graphsweep import preflight
+
+NAME = "check"
+HELP = "check Megatron Bridge CUDA-graph settings (KEY=VALUE, Hydra syntax) against the preflight rules"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pairs", nargs="*", metavar="KEY=VALUE", help="Bridge config paths, env.NAME=VALUE, gpus=N")
+    p.add_argument("--json", action="store_true", help='print {"ok": bool, "violations": [{"rule", "message"}]}')
+    p.add_argument("--gpus", type=int, default=None, help="GPUs of the run (default 1; also gpus=N)")
+    p.add_argument("--mcore", default="0.19", help="Megatron Core API generation: 0.18 (cuda_graph_scope) or 0.19")
+    p.add_argument("--te-version", default=None, help="Transformer Engine version (for the delayed-wgrad rule)")
+    p.add_argument("--rules", action="store_true", help="list every rule with its source and exit")
+
+
+def _list_rules(as_json: bool) -> int:
+    if as_json:
+        print(json.dumps([{"rule": r.id, "summary": r.summary, "source": r.source} for r in preflight.RULES]))
+        return 0
+    for r in preflight.RULES:
+        print(f"{r.id}\n    {r.summary}\n    source: {r.source}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.rules:
+        return _list_rules(args.json)
+    pairs: dict[str, object] = {}
+    try:
+        for arg in args.pairs:
+            key, value, delete = preflight.parse_override(arg)
+            if delete:
+                pairs.pop(key, None)
+            else:
+                pairs[key] = value
+    except preflight.OverrideError as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(exc), "violations": []}))
+        else:
+            print(f"graphsweep check: {exc}", file=sys.stderr)
+        return 2
+    gpus = pairs.pop("gpus", None)
+    gpus = args.gpus if args.gpus is not None else int(gpus) if gpus is not None else 1  # type: ignore[arg-type]
+    settings, env = preflight.split_env(pairs)
+    violations = preflight.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version)
+    if args.json:
+        out = {"ok": not violations, "violations": [{"rule": v.rule, "message": v.message, "source": v.source} for v in violations]}
+        print(json.dumps(out))
+    elif not violations:
+        print(f"ok: no preflight rule rejects these settings ({len(preflight.RULES)} rules, Megatron Core {args.mcore} API)")
+    else:
+        print(f"blocked: {len(violations)} rule(s) fire")
+        for v in violations:
+            print(f"  {v.rule}: {v.message}\n      source: {v.source}")
+    return 1 if violations else 0

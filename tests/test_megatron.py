@@ -1,0 +1,261 @@
+"""The megatron_bridge workload: exact commands (golden), fairness between arms, launch shape, cost, entry module.
+
+Regenerate the golden files after a deliberate change: GRAPHSWEEP_UPDATE_GOLDEN=1 pytest tests/test_megatron.py
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphsweep import megatron
+from graphsweep.launch import launch_plan, preflight
+from graphsweep.spec import load_spec, validate_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "configs" / "examples").glob("megatron-*.yaml"))
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def golden_text(spec_path: Path) -> str:
+    spec = load_spec(spec_path)
+    lines = [f"# {spec.name}: one run per line, run_id then the exact command ({{REPO}} = repository root)"]
+    for run in spec.runs():
+        lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(megatron.REPO_ROOT), '{REPO}')}")
+    return "\n".join(lines) + "\n"
+
+
+def test_there_are_three_example_sweeps_and_they_validate():
+    names = {load_spec(p).name for p in EXAMPLES}
+    assert names == {"megatron-llama3-8b-dense", "megatron-qwen3-30b-a3b-moe", "megatron-tiny-vanilla-gpt"}
+
+
+@pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)
+def test_golden_command_lines(spec_path):
+    path = GOLDEN / f"{spec_path.stem}.txt"
+    text = golden_text(spec_path)
+    if os.environ.get("GRAPHSWEEP_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_pass_preflight(spec_path):
+    assert [(r.run_id, preflight(r)) for r in load_spec(spec_path).runs() if preflight(r)] == []
+
+
+@pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)
+def test_arms_of_a_shape_differ_only_in_the_graph_switch(spec_path):
+    switch = set(megatron.GRAPH_KEYS) | set(megatron.RNG_KEYS)
+    by_shape: dict[str, list] = {}
+    for run in load_spec(spec_path).runs():
+        by_shape.setdefault(run.shape_id, []).append(run)
+    for runs in by_shape.values():
+        plans = [launch_plan(r) for r in runs]
+        common = [{k: v for k, v in p.overrides.items() if k not in switch} for p in plans]
+        assert all(c == common[0] for c in common)
+        assert all(p.env == plans[0].env for p in plans)
+        assert all((p.nodes, p.gpus_per_node, p.srun_args) == (plans[0].nodes, plans[0].gpus_per_node, plans[0].srun_args)
+                   for p in plans)
+
+
+def test_full_iteration_sweep_turns_nan_checks_off_in_every_arm_including_eager():
+    spec = load_spec(ROOT / "configs/examples/megatron-llama3-8b-dense.yaml")
+    for run in spec.runs():
+        o = megatron.run_overrides(run)
+        assert o["rerun_state_machine.check_for_nan_in_loss"] is False and o["ddp.check_for_nan_in_grad"] is False
+
+
+def test_without_full_iteration_variant_nan_checks_keep_recipe_values():
+    spec = load_spec(ROOT / "configs/examples/megatron-qwen3-30b-a3b-moe.yaml")
+    for run in spec.runs():
+        assert not set(megatron.NAN_KEYS) & set(megatron.run_overrides(run))
+
+
+def test_rng_tracker_only_on_graph_arms_and_window_from_spec():
+    spec = load_spec(ROOT / "configs/examples/megatron-tiny-vanilla-gpt.yaml")
+    for run in spec.runs():
+        o = megatron.run_overrides(run)
+        assert o["train.train_iters"] == run.warmup + 1 + run.iterations == 30
+        assert o["logger.log_interval"] == 1 and o["model.cuda_graph_warmup_steps"] == 3
+        assert (o.get("model.use_te_rng_tracker") is True) == run.variant.is_graph
+        assert (o.get("rng.te_rng_tracker") is True) == run.variant.is_graph
+
+
+def _runs(spec_path: str, **changes):
+    raw = load_spec(ROOT / spec_path).raw
+    raw = {**raw, **changes}
+    return validate_spec(raw, "test").runs()
+
+
+def test_api_generations_never_set_scope_and_modules_together():
+    for mcore in ("0.18", "0.19", "auto"):
+        for run in _runs("configs/examples/megatron-llama3-8b-dense.yaml",
+                         workload={**load_spec(EXAMPLES[0]).raw["workload"], "mcore_version": mcore}):
+            o = megatron.run_overrides(run)
+            assert o.get("model.cuda_graph_scope") is None or "model.cuda_graph_modules" not in o
+            impl = o["model.cuda_graph_impl"]
+            if mcore == "0.19":
+                assert impl in ("none", "transformer_engine", "full_iteration")
+            else:
+                assert impl in ("none", "transformer_engine", "local")
+                if impl == "local":
+                    assert o["model.cuda_graph_scope"] == ["full_iteration"]
+
+
+def test_slurm_shape_two_nodes_one_task_per_gpu():
+    run = next(r for r in load_spec(ROOT / "configs/examples/megatron-qwen3-30b-a3b-moe.yaml").runs() if r.arm == "graph")
+    plan = launch_plan(run)
+    assert (plan.nodes, plan.gpus_per_node, plan.tasks_per_node, plan.srun) == (2, 8, 8, True)
+    assert plan.srun_args[:4] == ["--nodes=2", "--ntasks=16", "--ntasks-per-node=8", "--kill-on-bad-exit=1"]
+    assert "--container-image=nvcr.io/nvidia/nemo:25.11" in plan.srun_args
+    assert f"--container-mounts={megatron.REPO_ROOT}:{megatron.REPO_ROOT}" in plan.srun_args
+    assert megatron.slurm_parameters(run) == {
+        "nodes": 2, "tasks_per_node": 8, "gpus_per_node": 8, "slurm_use_srun": False, "timeout_min": 45}
+
+
+def test_per_rank_logs_through_srun():
+    run = load_spec(EXAMPLES[0]).runs()[0]
+    plan = megatron.launch_plan(run, rank_log_dir="/scratch/r1")
+    assert "--output=/scratch/r1/rank-%t.log" in plan.srun_args
+
+
+def test_gpus_that_do_not_fill_nodes_are_refused():
+    raw = load_spec(EXAMPLES[1]).raw
+    runs = validate_spec({**raw, "fixed": {**raw["fixed"], "gpus": 12}}, "test").runs()
+    with pytest.raises(megatron.MegatronSpecError, match="gpus_per_node"):
+        launch_plan(runs[0])
+    assert preflight(runs[0])[0].rule == "spec"
+
+
+def test_local_cluster_uses_one_torchrun():
+    run = load_spec(ROOT / "configs/examples/megatron-tiny-vanilla-gpt.yaml").runs()[0]
+    plan = launch_plan(run)
+    assert plan.argv[:6] == ["python", "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=1"]
+    assert plan.argv[6] == str(megatron.REPO_ROOT / megatron.ENTRY_RELPATH)
+
+
+def test_run_recipe_and_perf_harness_launches():
+    raw = load_spec(EXAMPLES[1]).raw
+    wl = raw["workload"]
+    run = next(r for r in validate_spec({**raw, "workload": {**wl, "launch": "run_recipe"}}, "t").runs() if r.arm == "graph")
+    argv = launch_plan(run).argv
+    assert argv[1:4] == ["/opt/Megatron-Bridge/scripts/training/run_recipe.py", "--recipe", "qwen3_30b_a3b_pretrain_config"]
+    perf = {**wl, "launch": "perf_harness", "recipe": "qwen:qwen3_30b_a3b"}
+    run = next(r for r in validate_spec({**raw, "workload": perf}, "t").runs() if r.arm == "graph")
+    argv = launch_plan(run).argv
+    i = argv.index("-g")
+    assert argv[i + 1] == "h100"  # the harness has no h200 choice
+    assert argv[argv.index("--cuda_graph_scope") + 1] == "attn,moe_router,moe_preprocess"
+    assert not any(a.startswith(("model.cuda_graph_impl=", "model.cuda_graph_modules=")) for a in argv)
+    with pytest.raises(megatron.MegatronSpecError, match="family:model_recipe"):
+        launch_plan(validate_spec({**raw, "workload": {**perf, "recipe": "qwen3_30b_a3b"}}, "t").runs()[0])
+
+
+def test_values_reaching_the_shell_are_quoted():
+    raw = load_spec(EXAMPLES[2]).raw
+    wl = {**raw["workload"], "overrides": {**raw["workload"]["overrides"], "logger.wandb_exp_name": "it's a run; rm -rf"},
+          "env": {"HF_HOME": "/data/hf cache"}}
+    run = validate_spec({**raw, "workload": wl}, "t").runs()[0]
+    words = shlex.split(launch_plan(run).shell())
+    assert "HF_HOME=/data/hf cache" in words
+    assert "logger.wandb_exp_name=\"it's a run; rm -rf\"" in words
+
+
+def test_graph_switch_in_settings_is_refused():
+    raw = load_spec(EXAMPLES[2]).raw
+    runs = validate_spec({**raw, "fixed": {**raw["fixed"], "model.cuda_graph_impl": "none"}}, "t").runs()
+    with pytest.raises(megatron.MegatronSpecError, match="variants"):
+        megatron.run_overrides(runs[0])
+
+
+def test_unsafe_environment_blocks_graph_arms_only():
+    raw = load_spec(EXAMPLES[2]).raw
+    runs = validate_spec({**raw, "workload": {**raw["workload"], "env": {"NCCL_GRAPH_REGISTER": 1}}}, "t").runs()
+    blocked = {r.variant.name for r in runs if preflight(r)}
+    # TE arms assert; MCore 0.19 full iteration and eager do not check
+    assert blocked == {"attn", "attn+mlp"}
+
+
+def test_gpu_seconds_estimate():
+    run = load_spec(EXAMPLES[2]).runs()[0]
+    given = dataclasses.replace(run, settings={**run.settings, "est_step_s": 0.5})
+    assert megatron.estimate_gpu_seconds(given) == pytest.approx(1 * (30 * 0.5 + megatron.SETUP_SECONDS))
+    assert "est_step_s" not in megatron.run_overrides(given)
+    big = load_spec(EXAMPLES[0]).runs()[0]
+    assert megatron.estimate_gpu_seconds(big) > 8 * megatron.SETUP_SECONDS
+
+
+# --------------------------------------------------------------------------------------------------
+# The entry module (runs in the container; here only its pure parts)
+
+
+def test_entry_module_imports_without_megatron_or_torch():
+    code = ("import sys, graphsweep.entry.megatron_entry as m; "
+            "bad = [k for k in sys.modules if k.split('.')[0] in ('megatron', 'torch', 'transformer_engine')]; "
+            "assert not bad, bad; print(m.MARK)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[graphsweep]"
+
+
+def test_entry_script_runs_by_path_without_graphsweep_installed(tmp_path):
+    # -I: isolated mode, the repository is not on sys.path (as inside the user's container)
+    out = subprocess.run([sys.executable, "-I", str(ROOT / megatron.ENTRY_RELPATH), "--help"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "--recipe" in out.stdout and "--graph-api" in out.stdout
+
+
+def test_entry_translates_the_graph_switch_for_the_detected_api():
+    from graphsweep.entry.megatron_entry import translate_graph_overrides as t
+
+    old = ["train.micro_batch_size=1", "model.cuda_graph_impl=local", "model.cuda_graph_scope=[full_iteration]", "x=1"]
+    assert t(old, has_modules=True) == ["train.micro_batch_size=1", "model.cuda_graph_impl=full_iteration",
+                                        "model.cuda_graph_modules=[]", "model.cuda_graph_scope=null", "x=1"]
+    assert t(old, has_modules=False) == ["train.micro_batch_size=1", "model.cuda_graph_impl=local",
+                                         "model.cuda_graph_scope=[full_iteration]", "x=1"]
+    new = ["model.cuda_graph_impl=transformer_engine", "model.cuda_graph_modules=[attn,mlp]", "model.cuda_graph_scope=null"]
+    assert t(new, has_modules=False) == ["model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=[attn,mlp]"]
+    assert t(["model.cuda_graph_impl=none"], has_modules=True) == [
+        "model.cuda_graph_impl=none", "model.cuda_graph_modules=[]", "model.cuda_graph_scope=null"]
+
+
+def test_entry_memory_line_is_the_bridge_format():
+    from graphsweep.entry.megatron_entry import memory_line
+
+    stats = {"allocated_bytes.all.current": 2918700000, "active_bytes.all.current": 2918700000,
+             "inactive_split_bytes.all.current": 67612000, "reserved_bytes.all.current": 2998900000,
+             "allocated_bytes.all.peak": 2918700000, "active_bytes.all.peak": 2918700000,
+             "inactive_split_bytes.all.peak": 140100000, "reserved_bytes.all.peak": 2998900000,
+             "num_alloc_retries": 0, "allocation.all.current": 166}
+    real = (ROOT.parent / "shared/fixtures/megatron-h200/te_attn.log")
+    line = memory_line(0, 1, stats)
+    expected = ("[Rank 0] (after 1 iterations) memory (GB) | mem-allocated-gigabytes: 2.9187 | mem-active-gigabytes: "
+                "2.9187 | mem-inactive-gigabytes: 0.067612 | mem-reserved-gigabytes: 2.9989 | mem-max-allocated-gigabytes: "
+                "2.9187 | mem-max-active-gigabytes: 2.9187 | mem-max-inactive-gigabytes: 0.1401 | "
+                "mem-max-reserved-gigabytes: 2.9989 | mem-alloc-retires: 0 | mem-allocated-count: 166")
+    assert line == expected
+    if real.exists():  # the same line Bridge printed on the H200
+        assert expected in real.read_text()
+
+
+def test_entry_markers_need_evidence_of_a_graph():
+    from graphsweep.entry.megatron_entry import ReplayTracker
+
+    tr = ReplayTracker(warmup=3, graph_arm=True)
+    out = []
+    for i, (wall, graphs) in enumerate([(5.0, 0), (0.06, 0), (0.07, 0), (2.1, 8), (0.04, 8), (0.04, 8)], start=1):
+        out += tr.observe(i, wall, graphs)
+    assert out == ["cuda graphs detected: 8 at iteration 4", "capture seconds: 2.035",
+                   "cuda graph replay: iteration 5", "cuda graph replay: iteration 6"]
+    none = ReplayTracker(warmup=3, graph_arm=True)
+    for i in range(1, 7):
+        assert none.observe(i, 0.05, 0) == []
+    assert none.finish(6) == ["no cuda graph detected after 6 iterations"]

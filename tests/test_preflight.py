@@ -1,0 +1,261 @@
+"""Preflight rules: each fires on its bad case and stays silent on a good one; Hydra values; `graphsweep check`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from graphsweep import preflight
+from graphsweep.commands import check as check_cmd
+
+RNG = {"model.use_te_rng_tracker": True}
+TE = {"model.cuda_graph_impl": "transformer_engine", **RNG}
+FULL = {"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["full_iteration"], **RNG,
+        "rerun_state_machine.check_for_nan_in_loss": False}
+MOE = {"model.num_moe_experts": 8}
+ES = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+DELAY = {"comm_overlap.delay_wgrad_compute": True, "comm_overlap.overlap_moe_expert_parallel_comm": True}
+PACKED = {"dataset.packed_sequence_specs.packed_sequence_size": 4096}
+
+
+def case(settings, env=None, gpus=8, mcore="0.19", te=None):
+    return dict(settings=settings, env=env or {}, gpus=gpus, mcore=mcore, te_version=te)
+
+
+# rule id -> (bad case, good case). Every good case is fully valid: no rule at all may fire on it.
+CASES = {
+    "cuda_graph_impl_invalid": (case({"model.cuda_graph_impl": "cudagraph"}),
+                                case({**TE, "model.cuda_graph_scope": ["attn"]})),
+    "cuda_graph_scope_unknown": (case({**TE, "model.cuda_graph_scope": ["attn", "mlpp"]}),
+                                 case({**TE, "model.cuda_graph_scope": ["attn", "mlp"]})),
+    "cuda_graph_modules_before_0_19": (case({**TE, "model.cuda_graph_modules": ["attn"]}, mcore="0.18"),
+                                       case({**TE, "model.cuda_graph_scope": ["attn"]}, mcore="0.18")),
+    "cuda_graph_scope_and_modules": (
+        case({**TE, "model.cuda_graph_scope": ["attn"], "model.cuda_graph_modules": ["attn"]}),
+        case({**TE, "model.cuda_graph_scope": None, "model.cuda_graph_modules": ["attn"]})),
+    "local_only_full_iteration": (case({"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["attn"], **RNG}),
+                                  case(FULL)),
+    "full_iteration_with_te": (case({**TE, "model.cuda_graph_scope": ["full_iteration"]}), case(FULL)),
+    "full_iteration_exclusive": (
+        case({"model.cuda_graph_impl": "full_iteration", "model.cuda_graph_modules": ["attn"], **RNG,
+              "rerun_state_machine.check_for_nan_in_loss": False}),
+        case({"model.cuda_graph_impl": "full_iteration", "model.cuda_graph_modules": [], **RNG,
+              "rerun_state_machine.check_for_nan_in_loss": False})),
+    "full_iteration_nan_check": (case({**FULL, "rerun_state_machine.check_for_nan_in_loss": True}), case(FULL)),
+    "te_rng_tracker": (case({"model.cuda_graph_impl": "transformer_engine", "model.cuda_graph_scope": ["attn"]}),
+                       case({"model.cuda_graph_impl": "transformer_engine", "model.cuda_graph_scope": ["attn"],
+                             "rng.te_rng_tracker": True})),
+    "moe_and_moe_router": (case({**TE, **MOE, "model.cuda_graph_scope": ["moe", "moe_router"]}),
+                           case({**TE, **MOE, "model.cuda_graph_scope": ["moe_router", "moe_preprocess"]})),
+    "moe_preprocess_needs_router": (case({**TE, **MOE, "model.cuda_graph_scope": ["moe_preprocess"]}),
+                                    case({**TE, **MOE, "model.cuda_graph_scope": ["moe_router", "moe_preprocess"]})),
+    "moe_preprocess_dtoh": (
+        case({**TE, **MOE, "model.cuda_graph_scope": ["moe_router", "moe_preprocess"],
+              "model.moe_token_dispatcher_type": "alltoall", "model.moe_expert_capacity_factor": 1.0}),
+        case({**TE, **MOE, "model.cuda_graph_scope": ["moe_router", "moe_preprocess"],
+              "model.moe_token_dispatcher_type": "alltoall"})),
+    "moe_scope_dense_model": (case({**TE, "model.num_moe_experts": 1, "model.cuda_graph_scope": ["moe_router"]}),
+                              case({**TE, **MOE, "model.cuda_graph_scope": ["moe_router"]})),
+    "moe_scope_dropless": (
+        case({**TE, **MOE, "model.cuda_graph_scope": ["moe"]}),
+        case({**TE, **MOE, "model.cuda_graph_scope": ["moe"], "model.moe_expert_capacity_factor": 1.0,
+              "model.moe_pad_expert_input_to_capacity": True})),
+    "mlp_scope_all_moe": (case({**TE, **MOE, "model.cuda_graph_scope": ["mlp"]}),
+                          case({**TE, **MOE, "model.cuda_graph_scope": ["mlp"], "model.moe_layer_freq": [0, 1]})),
+    "full_recompute_te_scope": (
+        case({**TE, "model.cuda_graph_scope": ["attn"], "model.recompute_granularity": "full"}),
+        case({**FULL, "model.recompute_granularity": "full"})),
+    "moe_recompute_moe_router": (
+        case({**TE, **MOE, "model.cuda_graph_scope": ["moe_router"], "model.recompute_granularity": "selective",
+              "model.recompute_modules": ["moe"]}),
+        case({**TE, **MOE, "model.cuda_graph_scope": ["moe_router"], "model.recompute_granularity": "selective",
+              "model.recompute_modules": ["core_attn"]})),
+    "cpu_offloading": (case({**TE, "model.cuda_graph_scope": ["mlp"], "model.cpu_offloading": True}),
+                       case({"model.cuda_graph_impl": "full_iteration", **RNG, "model.cpu_offloading": True,
+                             "rerun_state_machine.check_for_nan_in_loss": False})),
+    "packed_sequence_te_scope": (
+        case({**TE, "model.cuda_graph_scope": ["mlp"], **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True}),
+        case({**FULL, **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True,
+              "dataset.packed_sequence_specs.pad_cu_seqlens": True})),
+    "packed_pad_to_max_length": (
+        case({**FULL, **PACKED, "dataset.packed_sequence_specs.pad_cu_seqlens": True}),
+        case({**FULL, **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True,
+              "dataset.packed_sequence_specs.pad_cu_seqlens": True})),
+    "packed_pad_cu_seqlens": (
+        case({**FULL, **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True}),
+        case({**FULL, **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True,
+              "dataset.packed_sequence_specs.pad_cu_seqlens": True})),
+    "delay_wgrad_te_version": (case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"]}, te="2.10.0"),
+                               case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"]}, te="2.12.0")),
+    "delay_wgrad_grad_accum_fusion": (
+        case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"], "model.gradient_accumulation_fusion": False}),
+        case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"], "model.gradient_accumulation_fusion": True})),
+    "delay_wgrad_attn_bias": (
+        case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"], "model.add_qkv_bias": True}),
+        case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"], "model.add_qkv_bias": False,
+              "model.add_bias_linear": False})),
+    "delay_wgrad_needs_ep_overlap": (case({**TE, "model.cuda_graph_scope": ["mlp"], "comm_overlap.delay_wgrad_compute": True}),
+                                     case({**TE, "model.cuda_graph_scope": ["attn"], **DELAY})),
+    "expandable_segments_nccl_graph_register": (
+        case({**TE, "model.cuda_graph_scope": ["attn"]}, env=ES),
+        case({**TE, "model.cuda_graph_scope": ["attn"]}, env={**ES, "NCCL_GRAPH_REGISTER": "0"})),
+    "fsdp_with_graphs": (case({**TE, "model.cuda_graph_scope": ["attn"], "ddp.use_megatron_fsdp": True}),
+                         case({"model.cuda_graph_impl": "none", "ddp.use_megatron_fsdp": True})),
+    "moe_a2a_overlap_with_graphs": (
+        case({**TE, **MOE, "model.cuda_graph_scope": ["attn", "moe"], "model.moe_expert_capacity_factor": 1.0,
+              "model.moe_pad_expert_input_to_capacity": True, "comm_overlap.overlap_moe_expert_parallel_comm": True}),
+        case({**TE, **MOE, "model.cuda_graph_scope": ["attn", "moe_router"],
+              "comm_overlap.overlap_moe_expert_parallel_comm": True})),
+    "parallel_sizes_divide_gpus": (case({"model.tensor_model_parallel_size": 3}),
+                                   case({"model.tensor_model_parallel_size": 2, "model.context_parallel_size": 2})),
+    "expert_parallel_sizes_divide_gpus": (
+        case({"model.expert_model_parallel_size": 4, "model.pipeline_model_parallel_size": 4}),
+        case({"model.expert_model_parallel_size": 4, "model.pipeline_model_parallel_size": 2})),
+    "global_batch_divisible": (case({"train.global_batch_size": 12, "train.micro_batch_size": 2}),
+                               case({"train.global_batch_size": 32, "train.micro_batch_size": 2})),
+}
+
+
+def fired(c: dict) -> list[str]:
+    return [v.rule for v in preflight.check(c["settings"], c["env"], gpus=c["gpus"], mcore=c["mcore"], te_version=c["te_version"])]
+
+
+def test_every_rule_has_a_bad_and_a_good_case():
+    assert set(CASES) == {r.id for r in preflight.RULES}
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_fires_on_its_bad_case(rule_id):
+    assert rule_id in fired(CASES[rule_id][0])
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_no_rule_fires_on_the_good_case(rule_id):
+    assert fired(CASES[rule_id][1]) == []
+
+
+def test_every_violation_carries_rule_message_and_source():
+    for bad, _ in CASES.values():
+        for v in preflight.check(bad["settings"], bad["env"], gpus=bad["gpus"], mcore=bad["mcore"], te_version=bad["te_version"]):
+            assert v.rule and v.message and v.source
+
+
+def _messages(settings, **kw):
+    return {v.rule: v.message for v in preflight.check(settings, kw.pop("env", {}), gpus=kw.pop("gpus", 1), **kw)}
+
+
+def test_messages_are_those_bridge_raised_on_the_cpu_validator():
+    # shared/docs/device-megatron.md: runtime_config_update on Bridge 0.6.2 / Core 0.19.2
+    assert _messages({**TE, **MOE, "model.cuda_graph_scope": ["moe", "moe_router"]})["moe_and_moe_router"] == (
+        "cuda_graph_modules must not contain both moe and moe_router.")
+    assert _messages({**TE, **MOE, "model.cuda_graph_scope": ["moe_preprocess"]})["moe_preprocess_needs_router"] == (
+        "moe_preprocess cuda graph is only supported with moe_router cuda graph.")
+    assert _messages({"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["attn"], **RNG})[
+        "local_only_full_iteration"].startswith(
+        "Megatron Bridge supports model.cuda_graph_impl=\"local\" only for full-iteration CUDA graphs with scopes "
+        "['attn']. Use model.cuda_graph_impl=\"transformer_engine\"")
+    assert _messages({**FULL, "rerun_state_machine.check_for_nan_in_loss": True})["full_iteration_nan_check"] == (
+        "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. "
+        "Set rerun_state_machine.check_for_nan_in_loss=False.")
+    assert _messages({**TE, "model.cuda_graph_scope": ["attn"], "model.recompute_granularity": "full"})[
+        "full_recompute_te_scope"] == "full recompute is only supported with full iteration CUDA graph."
+    assert _messages({**TE, "model.cuda_graph_scope": ["mlp"], "model.cpu_offloading": True})["cpu_offloading"] == (
+        "CUDA graphs not supported with CPU offloading.")
+
+
+def test_unknown_scope_names_the_valid_ones():
+    msg = _messages({**TE, "model.cuda_graph_scope": ["atn"]})["cuda_graph_scope_unknown"]
+    assert "'atn'" in msg and "attn, mlp, moe, moe_router, moe_preprocess, mamba" in msg
+
+
+def test_old_api_generation_uses_its_own_wording_and_checks():
+    m = _messages({**TE, **MOE, "model.cuda_graph_scope": ["moe", "moe_router"]}, mcore="0.18")
+    assert m["moe_and_moe_router"] == "cuda_graph_scope must not contain both moe and moe_router."
+    # full_iteration is not an impl before 0.19; CPU offloading rejects every impl there
+    assert "cuda_graph_impl_invalid" in _messages({"model.cuda_graph_impl": "full_iteration"}, mcore="0.18")
+    assert "cpu_offloading" in _messages({**FULL, "model.cpu_offloading": True}, mcore="0.18")
+    # the local manager's NCCL_GRAPH_REGISTER check exists only up to 0.18
+    assert "expandable_segments_nccl_graph_register" in _messages(FULL, env=ES, mcore="0.18")
+    assert "expandable_segments_nccl_graph_register" not in _messages(FULL, env=ES, mcore="0.19")
+
+
+def test_nccl_graph_register_must_be_exactly_zero():
+    bad = _messages({**TE, "model.cuda_graph_scope": ["attn"]}, env={**ES, "NCCL_GRAPH_REGISTER": "false"})
+    assert "expandable_segments_nccl_graph_register" in bad
+
+
+def test_eager_settings_pass_graph_rules():
+    assert _messages({"model.cuda_graph_impl": "none", "model.cpu_offloading": True,
+                      "model.recompute_granularity": "full"}, env=ES) == {}
+
+
+def test_string_values_are_read_as_hydra_values():
+    assert _messages({"model.cuda_graph_impl": "transformer_engine", "model.cuda_graph_scope": "[attn,mlp]",
+                      "model.use_te_rng_tracker": "true"}) == {}
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [("[attn,moe_router]", ["attn", "moe_router"]), ("[]", []), ("null", None), ("True", True), ("false", False),
+     ("2", 2), ("1e-4", 1e-4), ("0.5", 0.5), ("'a b'", "a b"), ("expandable_segments:True", "expandable_segments:True"),
+     ("{a:1,b:[x]}", {"a": 1, "b": ["x"]}), ("bf16_mixed", "bf16_mixed")],
+)
+def test_parse_value(text, value):
+    assert preflight.parse_value(text) == value
+
+
+@pytest.mark.parametrize("value", [["attn", "mlp"], [], None, True, 3, 0.0, "RMSNorm", "a b", "12", "null", "x'y"])
+def test_format_value_round_trips(value):
+    assert preflight.parse_value(preflight.format_value(value)) == value
+
+
+def test_a_bare_comma_list_is_a_sweep_and_is_refused():
+    with pytest.raises(preflight.OverrideError, match=r"\[attn,mlp\]"):
+        preflight.parse_override("model.cuda_graph_scope=attn,mlp")
+
+
+def test_parse_override_forms():
+    assert preflight.parse_override("+model.x=1") == ("model.x", 1, False)
+    assert preflight.parse_override("~model.x") == ("model.x", None, True)
+    with pytest.raises(preflight.OverrideError, match="KEY=VALUE"):
+        preflight.parse_override("model.cuda_graph_impl")
+
+
+# --------------------------------------------------------------------------------------------------
+# graphsweep check
+
+
+def run_check(capsys, *argv: str) -> tuple[int, str]:
+    p = argparse.ArgumentParser()
+    check_cmd.add_arguments(p)
+    rc = check_cmd.run(p.parse_args(list(argv)))
+    return rc, capsys.readouterr().out
+
+
+def test_check_json_blocked(capsys):
+    rc, out = run_check(capsys, "--json", "model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=[attn,mlp]",
+                        "model.recompute_granularity=full", "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    data = json.loads(out)
+    assert rc == 1 and data["ok"] is False
+    assert {v["rule"] for v in data["violations"]} == {
+        "te_rng_tracker", "full_recompute_te_scope", "expandable_segments_nccl_graph_register"}
+    assert all(set(v) >= {"rule", "message"} for v in data["violations"])
+
+
+def test_check_json_ok(capsys):
+    rc, out = run_check(capsys, "--json", "model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=[attn]",
+                        "model.use_te_rng_tracker=true", "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                        "env.NCCL_GRAPH_REGISTER=0")
+    assert rc == 0 and json.loads(out) == {"ok": True, "violations": []}
+
+
+def test_check_gpus_pair_and_human_output(capsys):
+    rc, out = run_check(capsys, "gpus=8", "model.tensor_model_parallel_size=3")
+    assert rc == 1 and "parallel_sizes_divide_gpus: world_size (8) is not divisible" in out
+
+
+def test_check_bad_argument_exits_2(capsys):
+    rc, _ = run_check(capsys, "model.cuda_graph_scope=attn,mlp")
+    assert rc == 2
