@@ -864,6 +864,7 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
     prev_shape = None
     for _, r in t.comparison.iterrows():
         speed = fmt_speedup(r, ci=False)
+        speed_html = f"<b>{speed}</b>" if _num(r.get("speedup")) is not None else '<span class="muted">—</span>'
         lo, hi = _num(r.get("ci_low")), _num(r.get("ci_high"))
         ci = f' <span class="ci">[{lo:.2f}, {hi:.2f}]</span>' if lo is not None and hi is not None and _num(r.get("speedup")) else ""
         steps = _pair(r.get("eager_step_ms"), r.get("graph_step_ms"))
@@ -885,7 +886,7 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
         rows.append(
             f'<tr id="{_anchor(r.cell_id)}"{cls} data-verdict="{html.escape(str(r.verdict))}" title="{html.escape(str(r.cell_id))}">{tds}'
             f"<td>{html.escape(str(r.variant))}</td><td>{verdict}</td>"
-            f'<td class="num">{f"<b>{speed}</b>" if ci or _num(r.get("speedup")) else '<span class="muted">—</span>'}{ci}</td><td class="num">{fmt_q(r.get("q_value"))}</td>'
+            f'<td class="num">{speed_html}{ci}</td><td class="num">{fmt_q(r.get("q_value"))}</td>'
             f'<td class="num">{steps}</td><td class="num">{n}</td>'
             f'<td class="num">{mems}</td><td class="num">{_fmt(r.get("mem_delta_gb"), "+.2f")}</td>'
             + (f'<td class="num">{_fmt(_headroom(t, r), ".1f")}</td>' if show_headroom else "")
