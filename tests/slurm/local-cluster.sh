@@ -34,7 +34,7 @@ die() { printf '[local-cluster] ERROR: %s\n' "$*" >&2; exit 1; }
 pid_alive() {
     local pid comm
     [[ -r $1 ]] || return 1
-    pid=$(tr -dc '0-9' <"$1")
+    pid=$( { tr -dc "0-9" <"$1"; } 2>/dev/null) || return 1
     [[ -n $pid && -r /proc/$pid/comm ]] || return 1
     comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
     [[ $comm == "$2"* ]]
@@ -47,7 +47,7 @@ stop_pidfile() {
         step "$2: not running"
         return 0
     fi
-    pid=$(tr -dc '0-9' <"$1")
+    pid=$( { tr -dc "0-9" <"$1"; } 2>/dev/null) || return 0
     kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < 150; i++)); do
         pid_alive "$1" "$2" || { step "$2: stopped (pid $pid)"; rm -f "$1"; return 0; }
@@ -295,8 +295,21 @@ cmd_status() {
     return $rc
 }
 
+# Jobs would outlive slurmd (slurmstepd keeps running) and hold CPUs at the next start: cancel them first.
+cancel_all_jobs() {
+    local ids
+    slurmctld_ok || return 0
+    ids=$(squeue -h -o '%i' 2>/dev/null | tr '\n' ' ')
+    if [[ -z ${ids// /} ]]; then step "jobs: none queued or running"; return 0; fi
+    # shellcheck disable=SC2086
+    scancel $ids >>"$LOG/scontrol.out" 2>&1 || true
+    wait_for 30 jobs-gone bash -c '[[ -z $(squeue -h -o %i -t PD,R,CG,S) ]]' || true
+    step "jobs: cancelled $ids"
+}
+
 cmd_stop() {
     [[ $(id -u) -eq 0 ]] || die "must run as root"
+    cancel_all_jobs
     stop_pidfile "$RUN/slurmd.pid" slurmd
     stop_pidfile "$RUN/slurmctld.pid" slurmctld
     stop_pidfile "$RUN/slurmdbd.pid" slurmdbd
