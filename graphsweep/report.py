@@ -661,6 +661,7 @@ class _Trace:
     warmup: int | None
     capture: int | None
     steady: tuple[int, int] | None
+    failed_at: int | None = None  # iteration that was running when the run died (OOM, crash)
 
 
 def _traces_for(t: SweepTables, row: pd.Series, by_run: dict[str, pd.DataFrame], runs: pd.DataFrame, plan: pd.DataFrame) -> list[_Trace]:
@@ -675,6 +676,7 @@ def _traces_for(t: SweepTables, row: pd.Series, by_run: dict[str, pd.DataFrame],
             warm = _num(p.get("warmup")) if len(p) else None
             first, last = _num(r.get("steady_first")) if len(r) else None, _num(r.get("steady_last")) if len(r) else None
             cap = _num(r.get("capture_iteration")) if len(r) else None
+            failed = _num(r.get("failed_iteration")) if len(r) and r.get("outcome") not in ("completed", "timeout") else None
             if cap is None and arm == "graph" and warm is not None and not _is_control(row):
                 cap = warm + 1  # the capture iteration follows cuda_graph_warmup_steps eager steps (spec.total_iterations)
             x = it.iteration.to_numpy(dtype=float)
@@ -686,7 +688,8 @@ def _traces_for(t: SweepTables, row: pd.Series, by_run: dict[str, pd.DataFrame],
                 keep[: min(x.size, 12)] = True
                 x, y = x[keep], y[keep]
             out.append(_Trace(rid, arm, x, y, None if warm is None else int(warm), None if cap is None else int(cap),
-                              (int(first), int(last)) if first is not None and last is not None else None))  # fmt: skip
+                              (int(first), int(last)) if first is not None and last is not None else None,
+                              None if failed is None else int(failed)))  # fmt: skip
     return out
 
 
@@ -729,6 +732,9 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
             clipped += int(over.sum())
             if over.any():
                 ax.plot(tr.it[over], np.full(int(over.sum()), top), ls="none", marker="^", ms=3, color=col, alpha=0.8)
+            if tr.failed_at is not None:  # where the run died: the last logged time, or the axis floor
+                y_fail = float(tr.ms[tr.it <= tr.failed_at][-1]) if np.any(tr.it <= tr.failed_at) else 0.0
+                ax.plot([tr.failed_at], [min(y_fail, top)], ls="none", marker="X", ms=6, color="#cf222e", mec="white", mew=0.6)
         warm = max((tr.warmup for tr in trs if tr.warmup is not None), default=None)
         if warm:
             ax.axvspan(0.5, warm + 0.5, color="#d0d7de", alpha=0.5, lw=0)
@@ -938,7 +944,7 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
     else:
         aa_card = ('<div class="card aa"><div class="k">A/A false-positive rate</div><div class="v">—</div>'
                    '<div class="d">no A/A control cells were run (aa_control: true)</div></div>')  # fmt: skip
-    blocked_d = f"{cost.blocked_runs} preflight-blocked runs, estimated"
+    blocked_d = f"{cost.blocked_runs} preflight-blocked runs, estimated" if cost.blocked_runs else "no run was blocked"
     if cost.blocked_unestimated:
         blocked_d += f"; {cost.blocked_unestimated} without estimate"
     cards = (
@@ -976,7 +982,7 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
         '<div class="legend"><i style="background:#0969da"></i>eager runs<i style="background:#e16f24"></i>graph runs'
         '<i style="background:#d0d7de;height:10px"></i>warmup<i style="border-top:2px dashed #8250df;height:0"></i>capture iteration'
         "<i style=\"background:linear-gradient(90deg,#0969da,#e16f24);height:4px\"></i>steady window (bars at the bottom: eager, graph)"
-        " · ▲ spikes above the scale (setup, capture)</div>"
+        " · ▲ spikes above the scale (setup, capture) · <b style=\"color:#cf222e\">✕</b> run died (OOM, crash)</div>"
     )
     cav = "".join(f"<li>{_md_inline(c)}</li>" for c in caveats(t, s))
     desc = f" · {html.escape(t.description)}" if t.description else ""

@@ -83,6 +83,7 @@ class Sweep:
                                        mem_allocated_gb=peak, mem_max_allocated_gb=peak, mem_max_reserved_gb=peak,
                                        source_file="log.txt"))  # fmt: skip
         elif outcome == "oom":  # died in capture: the iterations before it were logged
+            row.update(phase="capture", failed_iteration=WARMUP + 1, capture_iteration=WARMUP + 1 if graph else None)
             for i, ms in enumerate(_series(self.rng, 50.0, capture=False)[:WARMUP], 1):
                 self.iters.append(dict(run_id=rid, iteration=i, elapsed_ms=ms, source_file="log.txt"))
         self.runs.append(row)
