@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from graphsweep.report import TRACE_CAP, write_reports
+from graphsweep.report import TRACE_CAP, display_reason, write_reports
 from graphsweep.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
 
 SWEEP = "h200-tiny-llama"
@@ -328,3 +329,19 @@ def test_traces_are_capped_with_a_note(tmp_path: Path) -> None:
     page = (tmp_path / "r.html").read_text()
     # 36 = 4 x 9 cells: even the blocked cell has data (its shape's eager runs logged 3 iterations before OOM)
     assert f"Showing the first {TRACE_CAP} of 36 cells with iteration data" in page
+
+
+def test_report_of_a_real_comparison(tmp_path: Path) -> None:
+    """The comparison written by graphsweep.compare (list columns, its own reasons) reports the same way."""
+    from graphsweep.compare import compare
+
+    paths = build_sweep(tmp_path / "t")
+    comp = compare(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"])
+    write_reports(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"], tmp_path / "r.md", tmp_path / "r.html")
+    md, page = (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
+    assert len(_md_rows(md)) == len(comp) == 9
+    assert set(re.findall(r'data-verdict="([^"]+)"', page)) == set(comp.verdict)
+    for verdict in ("blocked", "oom", "baseline-failed"):
+        assert verdict in set(comp.verdict)
+    for _, row in comp.iterrows():  # every cell's reason, as the table shows it
+        assert html.escape(display_reason(row)) in page
