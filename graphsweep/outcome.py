@@ -247,7 +247,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # 13 segfault (ref §5.8, MLM #6152: 6th replay segfaults with exitcode -11)
     _sig(13, "segfault", "Segmentation fault", C, "segfault", "ref §5.8, §6.2", transient=True),
     _sig(13, "segfault_encountered", "Segfault encountered", C, "segfault", "ref §5.8, §6.2", transient=True),
-    _sig(13, "exitcode_11", "exitcode: -11", C, "segfault", "torchrun elastic (ref §5.8 'exitcode -11')"),
+    _sig(13, "exitcode_11", "exitcode: -11", C, "segfault", "torchrun elastic `failed (exitcode: -11)`"),
+    _sig(13, "exitcode_11_ref", "exitcode -11", C, "segfault", "ref §5.8 `exitcode -11` (MLM #6152)"),
     _sig(13, "exitcode_11b", "exitcode  : -11", C, "segfault", "torchrun ChildFailedError block (ref §5.8)"),
     _sig(13, "sigsegv", "SIGSEGV", C, "segfault", "torchrun signal report"),
     # 14 other transient signatures: Bridge scripts/performance/setup_experiment.py::is_flaky_failure (ref §6.2)
@@ -448,6 +449,7 @@ class Evidence:
     recognised_lines: bool = False  # any Megatron line at all (iteration, marker, memory, signature)
     device: str | None = None
     iter_lines_unparsed: int = 0
+    superseded: list[str] = field(default_factory=list)  # notes on earlier attempts replaced by a restart
 
 
 # ---------------------------------------------------------------------------------------------
@@ -572,6 +574,7 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
     s.previous_attempts = list(previous or [])
     if ev.end_marker:
         s.end_marker = ev.end_marker.text
+    s.notes.extend(ev.superseded)
     if ev.iter_lines_unparsed:
         s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (truncated or glued)")
     _window(s, ev, arm, warmup, min_steady)
@@ -698,7 +701,7 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
         return s
     # 17 failure without a known signature
     failed = (s.exit_code not in (0, None)) or state == "FAILED" or (not ended and ev.last_exception is not None) \
-        or ev.straggler is not None or ev.sigterm is not None
+        or ev.straggler is not None or ev.sigterm is not None or (not ended and ev.srun_exit is not None)
     if failed:
         if ev.sigterm and state is None and s.exit_code in (None, 143, -15):
             return fail("cancelled", None, ev.sigterm, "received SIGTERM (cancelled or preempted): retried")

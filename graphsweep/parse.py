@@ -686,16 +686,24 @@ def _mark(fs: FileScan, t: tuple[int, str] | None) -> oc.Mark | None:
 
 
 def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> oc.Evidence:
+    restarted = _superseded(scans)
     ev = oc.Evidence(
         files=[fs.path for fs in scans],
         problems=[fs.problem for fs in scans if fs.problem],
-        hits=[h for fs in scans for h in fs.hits],
+        hits=[h for k, fs in enumerate(scans) if k not in restarted for h in fs.hits],
         iterations=df["iteration"].tolist(),
         elapsed_ms=df["elapsed_ms"].tolist(),
         memory=_merge_memory(scans),
     )
-    for fs in scans:
+    for k, by in restarted.items():
+        fs = scans[k]
+        what = f"{fs.hits[0].sig.id} at {fs.path}:{fs.hits[0].line}" if fs.hits else "no error line"
+        ev.superseded.append(f"{fs.path} was restarted by {by} ({what}): its failure is not the run's outcome")
+    for k, fs in enumerate(scans):
         if fs.problem:
+            continue
+        if k in restarted:  # an earlier attempt: its rows count (merged), its end state does not
+            ev.recognised_lines = ev.recognised_lines or bool(fs.it)
             continue
         if fs.it or fs.memory or fs.hits or fs.training_started or fs.setup_done or fs.capture_state != "none" \
                 or fs.end_marker or fs.step_tflops or fs.last_exception:
@@ -738,6 +746,21 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> oc.Evidence:
         ev.ends_mid_line = tail.ends_mid_line
         ev.last_line = oc.Mark(tail.path, tail.n_lines, tail.last_line)
     return ev
+
+
+def _superseded(scans: Sequence[FileScan]) -> dict[int, str]:
+    """Files that a later file restarted: Bridge prints `Starting training loop at iteration N` with N > 0
+    on resume, or the later file's first iteration lies inside the earlier file's range (but is not 1:
+    per-rank and all-ranks copies of one attempt start at 1 and run concurrently)."""
+    out: dict[int, str] = {}
+    for k, fs in enumerate(scans):
+        for later in scans[k + 1:]:
+            resumed = later.training_started and later.start_iteration > 0
+            overlap = bool(later.it) and bool(fs.it) and 1 < later.it[0] <= max(fs.it)
+            if (resumed and (fs.it or fs.hits)) or overlap:
+                out[k] = later.path
+                break
+    return out
 
 
 def _previous(run_info: Mapping | None) -> list[dict]:

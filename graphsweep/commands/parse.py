@@ -1,0 +1,92 @@
+"""graphsweep parse [--warmup N] [--arm eager|graph] [--json] LOG...: classify your own Megatron logs.
+
+All LOG files are one run (per-rank files, all-ranks log, restarts in order) merged by iteration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from graphsweep import parse
+
+NAME = "parse"
+HELP = "parse Megatron Bridge / Megatron-LM logs of one run: outcome, phase, proving line, steady step time"
+
+JSON_KEYS = ("outcome", "error_class", "phase", "n_iterations", "steady_first", "steady_last", "step_ms_median",
+             "peak_mem_gb", "capture_seen", "signature")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("logs", nargs="+", metavar="LOG", help="log files of ONE run, in chronological order")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="cuda_graph_warmup_steps (capture on iteration warmup+1); the steady window starts at "
+                        "warmup+2 for both arms. Default: from the capture markers, else iteration 2")
+    p.add_argument("--arm", choices=("eager", "graph"), default=None,
+                   help="what the run was meant to be (default: graph when the log shows a capture, else eager); "
+                        "a graph arm without capture and replay evidence is 'invalid'")
+    p.add_argument("--run-info", type=Path, default=None, metavar="RUN_JSON",
+                   help="run.json of the job (Slurm state, exit code) to join with the log")
+    p.add_argument("--min-steady", type=int, default=5, help="fewest steady iterations for a usable window")
+    p.add_argument("--iterations", type=Path, default=None, metavar="PARQUET", help="also write the iteration rows")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the full summary)")
+
+
+def run(args: argparse.Namespace) -> int:
+    missing = [p for p in args.logs if not Path(p).exists()]
+    if missing:
+        print(f"graphsweep parse: no such file: {', '.join(missing)}")
+        return 2
+    info = json.loads(args.run_info.read_text()) if args.run_info else None
+    arm = args.arm
+    if arm is None:  # guess from the log: a capture line means the graph arm
+        probe = parse.parse_run(args.logs, arm="eager", warmup=args.warmup, run_info=info, min_steady=args.min_steady)
+        arm = "graph" if probe.summary.capture_seen or probe.summary.capture_iteration else "eager"
+    parsed = parse.parse_run(args.logs, arm=arm, warmup=args.warmup, run_info=info, run_id=Path(args.logs[0]).stem,
+                             min_steady=args.min_steady)
+    s = parsed.summary
+    if args.iterations:
+        parsed.iterations.to_parquet(args.iterations, index=False)
+    if args.json:
+        print(json.dumps(parse.summary_to_dict(s), default=str))
+        return 0
+    _table(s)
+    return 0
+
+
+def _num(v: float | None, fmt: str = "{:.2f}") -> str:
+    return "–" if v is None else fmt.format(v)
+
+
+def _table(s: parse.RunSummary) -> None:
+    from rich.console import Console
+    from rich.markup import escape as e
+    from rich.table import Table
+
+    colour = {"completed": "green", "blocked": "yellow", "oom": "red", "crashed": "red", "timeout": "magenta",
+              "invalid": "red", "unparseable": "red"}.get(s.outcome, "cyan")
+    t = Table(show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column(overflow="fold")
+    t.add_row("outcome", f"[{colour}]{s.outcome}[/]" + (f" ({s.error_class})" if s.error_class else "")
+              + (f", phase {s.phase}" if s.phase else ""))
+    t.add_row("reason", e(s.reason))
+    if s.signature:
+        t.add_row("proving line", e(f"{s.signature_file}:{s.signature_line}\n{s.signature}"))
+    t.add_row("arm", s.arm + (f", warmup {s.warmup}" if s.warmup is not None else ""))
+    t.add_row("iterations", f"{s.n_iterations}" + (f" (last {s.last_iteration} of {s.train_iters})"
+                                                   if s.last_iteration else ""))
+    t.add_row("steady window", e(s.steady_reason or "–"))
+    t.add_row("step ms", f"median {_num(s.step_ms_median)}  mean {_num(s.step_ms_mean)}  "
+                         f"p10 {_num(s.step_ms_p10)}  p90 {_num(s.step_ms_p90)}")
+    t.add_row("peak memory", f"{_num(s.peak_mem_gb, '{:.3f} GB')} (before capture "
+                             f"{_num(s.peak_mem_before_capture_gb, '{:.3f} GB')})")
+    t.add_row("capture", f"seen {s.capture_seen}, replay {s.replay_seen}"
+              + (f", {s.capture_s:.3f} s" if s.capture_s is not None else "")
+              + (f", {s.graphable_layers} graphable layers" if s.graphable_layers is not None else ""))
+    if s.transient:
+        t.add_row("transient", e(s.transient))
+    for n in s.notes:
+        t.add_row("note", e(n))
+    Console().print(t)
