@@ -298,7 +298,7 @@ ERROR_ANCHORS: tuple[bytes, ...] = (
     b"Unexpected result", b"Spiky", b"free(", b"double free", b"malloc(", b"invalid pointer", b"socket",
     b"Connection reset", b"CUDA_LAUNCH_BLOCKING", b"DUE TO", b"CANCELLED", b"Unpack failed", b"Available backends",
     b"offload", b"recompute", b"Watchdog", b"ECC", b"launch failure", b"huggingface", b"out of memory", b"CUBLAS",
-    b"calloc", b"[graphsweep]", b"Traceback", b"StopIteration", b"xiting program", b"Pretrain failed",
+    b"calloc", b"Call to CUDA", b"[graphsweep]", b"Traceback", b"StopIteration", b"xiting program", b"Pretrain failed",
 )
 
 TRANSIENT_NEEDLES: tuple[str, ...] = tuple(s.needle.decode() for s in SIGNATURES if s.transient)
