@@ -343,9 +343,34 @@ def _lifecycle(fs: FileScan, raw: bytes, lineno: int) -> None:
         fs.straggler = (lineno, _text(raw))
 
 
+def _bucket() -> dict[bytes, tuple[oc.Signature, ...]]:
+    """Signatures per prefilter anchor; needles with no anchor of their own sit on exception lines ("rror")."""
+    out: dict[bytes, list[oc.Signature]] = {a: [] for a in oc.ERROR_ANCHORS}
+    for sig in oc.SIGNATURES:
+        own = [a for a in oc.ERROR_ANCHORS if a in sig.needle or (sig.requires and a in sig.requires)]
+        for a in own or [b"rror"]:
+            out[a].append(sig)
+        if own and b"rror" not in own:  # the same text can also arrive as an exception message
+            out[b"rror"].append(sig)
+    return {a: tuple(v) for a, v in out.items()}
+
+
+_BUCKETS = _bucket()
+_ORDER = {sig.id: k for k, sig in enumerate(oc.SIGNATURES)}
+
+
+def _candidates(raw: bytes) -> list[oc.Signature]:
+    seen: dict[str, oc.Signature] = {}
+    for a, sigs in _BUCKETS.items():
+        if a in raw:
+            for sig in sigs:
+                seen[sig.id] = sig
+    return sorted(seen.values(), key=lambda g: _ORDER[g.id])  # catalogue order, as the plain loop
+
+
 def _signatures(fs: FileScan, raw: bytes, lineno: int) -> None:
     text: str | None = None
-    for sig in oc.SIGNATURES:
+    for sig in _candidates(raw):
         if sig.needle in raw and (sig.requires is None or sig.requires in raw):
             if sig.id in fs.hit_ids:
                 continue
@@ -489,6 +514,14 @@ def _to_float(pc: Any, pa: Any, col: Any) -> tuple[Any, Any]:
     return np.asarray(out.to_numpy(zero_copy_only=False), dtype=np.float64), present
 
 
+def _other_pattern() -> str:
+    """RE2 alternation of the prefilter needles other than iteration/Step Time; a needle that contains another
+    needle is redundant and dropped (a shorter alternation is a faster DFA)."""
+    needles = [n for n in _PREFILTER_NEEDLES if n not in (ITER_NEEDLE, STEP_NEEDLE)]
+    kept = [n for n in needles if not any(m != n and m in n for m in needles)]
+    return "|".join(re.escape(n.decode()) for n in dict.fromkeys(kept))
+
+
 def _scan_arrow(fs: FileScan, path: Path) -> None:
     """Vectorised: an Arrow binary array over each block (offsets at newlines); plain iteration and
     Step Time lines are extracted with RE2, every other prefiltered line goes to `_handle_line` in
@@ -497,7 +530,7 @@ def _scan_arrow(fs: FileScan, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    other_pattern = "|".join(re.escape(n.decode()) for n in _PREFILTER_NEEDLES if n not in (ITER_NEEDLE, STEP_NEEDLE))
+    other_pattern = _other_pattern()
     lineno = 0
     nbytes = 0
     last = b""
@@ -526,9 +559,9 @@ def _scan_arrow(fs: FileScan, path: Path) -> None:
         # interleave: rows/steps before each other line are appended first, so the handler sees the run's state
         ri = si = 0
         row_idx = rows["idx"]
-        for i in other_idx.tolist():
-            rj = int(np.searchsorted(row_idx, i))
-            sj = int(np.searchsorted(step_idx, i))
+        row_pos = np.searchsorted(row_idx, other_idx).tolist()
+        step_pos = np.searchsorted(step_idx, other_idx).tolist()
+        for i, rj, sj in zip(other_idx.tolist(), row_pos, step_pos):
             if rj > ri:
                 _append_rows(fs, rows, ri, rj)
                 ri = rj
