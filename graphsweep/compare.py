@@ -18,22 +18,24 @@ from graphsweep.tables import COMPARISON_COLUMNS, read_table, write_table
 USABLE = {"completed", "timeout"}  # a timeout after the measurement window still has steady data
 
 
-def _steady_times(iterations: pd.DataFrame, run: pd.Series) -> list[float]:
+def _steady_times(by_run: dict[str, pd.DataFrame], run: pd.Series) -> list[float]:
+    """The elapsed times of the run's recorded steady window."""
     first, last = run.get("steady_first"), run.get("steady_last")
-    if pd.isna(first) or pd.isna(last):
+    it = by_run.get(run.run_id)
+    if it is None or pd.isna(first) or pd.isna(last):
         return []
-    it = iterations[(iterations.iteration >= first) & (iterations.iteration <= last)]
+    it = it[(it.iteration >= first) & (it.iteration <= last)]
     return it.elapsed_ms.dropna().astype(float).tolist()
 
 
-def _arm_runs(runs: pd.DataFrame, iterations: pd.DataFrame) -> list[stats.ArmRun]:
+def _arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame]) -> list[stats.ArmRun]:
     out = []
     for _, r in runs.iterrows():
         out.append(
             stats.ArmRun(
                 run_id=r.run_id,
                 outcome=str(r.get("outcome") or "unparseable"),
-                step_ms=_steady_times(iterations, r) if r.get("outcome") in USABLE else [],
+                step_ms=_steady_times(by_run, r) if r.get("outcome") in USABLE else [],
                 peak_mem_gb=None if pd.isna(r.get("peak_mem_gb")) else float(r.get("peak_mem_gb")),
                 reason=str(r.get("reason") or ""),
                 error_class=None if pd.isna(r.get("error_class")) else r.get("error_class"),
@@ -52,11 +54,12 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
     plan = read_table(plan_path, "plan")
     runs = read_table(runs_path, "runs") if Path(runs_path).exists() else pd.DataFrame(columns=["run_id"])
     iterations = read_table(iterations_path, "iterations")
+    by_run = {rid: g for rid, g in iterations.groupby("run_id")} if len(iterations) else {}
     if margin is None:
         margin = float(_spec_setting(plan_path, "margin", 0.02))
     paired = bool(_spec_setting(plan_path, "pairing", False))
     axis_cols = [c for c in plan.columns if c not in set(read_plan_columns())]
-    by_run = runs.set_index("run_id", drop=False) if len(runs) else runs
+    runs_by_id = runs.set_index("run_id", drop=False) if len(runs) else runs
     rows = []
     for cell_id, graph_plan in plan[plan.arm != "eager"].groupby("cell_id", sort=False):
         first = graph_plan.iloc[0]
@@ -81,11 +84,9 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
             row.update(verdict="blocked", reason=f"preflight: {src.rule_message}", rule_id=src.rule_id, gpu_seconds=0.0)
             rows.append(row)
             continue
-        eager_runs = by_run.loc[by_run.run_id.isin(eager_plan.run_id)] if len(by_run) else by_run
-        graph_runs = by_run.loc[by_run.run_id.isin(graph_plan.run_id)] if len(by_run) else by_run
-        v = stats.judge_cell(
-            _arm_runs(eager_runs, iterations), _arm_runs(graph_runs, iterations), margin=margin, paired=paired
-        )
+        eager_runs = runs_by_id.loc[runs_by_id.run_id.isin(eager_plan.run_id)] if len(runs) else runs
+        graph_runs = runs_by_id.loc[runs_by_id.run_id.isin(graph_plan.run_id)] if len(runs) else runs
+        v = stats.judge_cell(_arm_runs(eager_runs, by_run), _arm_runs(graph_runs, by_run), margin=margin, paired=paired)
         row.update({k: getattr(v, k) for k in v.__dataclass_fields__})
         row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
         if first.arm == "control":
