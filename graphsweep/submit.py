@@ -63,6 +63,7 @@ def job_main(argv: list[str], env: Mapping[str, str], log_path: str, cwd: str | 
             log.write(f"[graphsweep] launch error: {exc}\n".encode())
             exit_code = 127
     return {
+        "provenance": _provenance(full_env),
         "host": socket.gethostname(),
         "start_utc": start,
         "end_utc": utc_now(),
@@ -71,6 +72,16 @@ def job_main(argv: list[str], env: Mapping[str, str], log_path: str, cwd: str | 
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "slurm_nodelist": os.environ.get("SLURM_JOB_NODELIST"),
     }
+
+
+def _provenance(env: Mapping[str, str]) -> dict[str, Any]:
+    """What produced this run, collected inside the job (graphsweep/provenance.py); never fails the job."""
+    try:
+        from graphsweep import provenance
+
+        return provenance.collect(env)
+    except Exception as exc:  # noqa: BLE001 - provenance is evidence, not a reason to lose the run
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -63,3 +63,7 @@ def get_attempt(wildcards, attempt):
 def get_timeout_min(wildcards, attempt):
     """Each retry gets more time: a run that hit its limit before the measurement window is retried, not recorded."""
     return int(SPEC.executor.get("timeout_min", 10)) * attempt
+
+
+def get_run_gpus(wildcards):
+    return get_run(wildcards).gpus

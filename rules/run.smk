@@ -11,6 +11,7 @@ rule run:
     resources:
         attempt=get_attempt,
         timeout_min=get_timeout_min,
+        gpus=get_run_gpus,  # `--resources gpus=N` keeps runs from sharing a GPU on the local executor
     localrule: True
     script:
         "../scripts/run.py"
