@@ -202,12 +202,14 @@ def cost_accounting(t: SweepTables) -> Cost:
             avoided_blocked += est
 
     # Naive design: every variant of a shape runs its own eager baseline. Sharing saves (k - 1) eager
-    # baselines per shape, k = variants of the shape that were submitted (control cells are not variants).
+    # baselines per shape, k = variants of the shape that were submitted (preflight-blocked ones are counted
+    # above; control cells are not variants).
     avoided_shared = 0.0
     eager = t.plan[t.plan.arm == "eager"]
+    preflight_blocked = set(blocked.run_id)
     for sid, rows in eager.groupby("shape_id"):
         cells = t.comparison[(t.comparison.shape_id == sid) & (t.comparison.variant != CONTROL_VARIANT)]
-        k = int((cells.verdict != "blocked").sum()) if "verdict" in cells.columns else len(cells)
+        k = sum(not set(_ids(ids)) <= preflight_blocked for ids in cells.graph_run_ids)
         e_secs = sum(cost.get(r, 0.0) for r in rows.run_id)
         avoided_shared += max(0, k - 1) * e_secs
     h = 1 / 3600.0
@@ -431,8 +433,10 @@ def caveats(t: SweepTables, s: Summary) -> list[str]:
             f"{len(s.single_repeat_cells)} cell(s) had one usable run per arm: their interval is within-run only "
             "(bootstrap of iteration times) and understates job-to-job noise; rerun with `repeats: 3` or more to trust them."
         )
-    else:
+    elif any(v in TIMING for v in s.counts if s.counts[v]):
         out.append("Every timed cell's interval comes from repeated jobs (jobs are the replicates).")
+    else:
+        out.append("No cell has a timing verdict: both arms must complete a steady window to be compared.")
     if s.bh_m:
         frag = (
             f" {len(s.fdr_fragile)} speedup/slowdown cell(s) have q > {1 - t.confidence:.2f}: "
@@ -703,12 +707,18 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
     runs = t.runs.set_index("run_id", drop=False) if len(t.runs) else t.runs
     plan = t.plan.set_index("run_id", drop=False)
     order = sorted(t.comparison.index, key=lambda i: (_is_control(t.comparison.loc[i]), i))
-    cells = []
+    drawn: list[tuple[pd.Series, list[_Trace]]] = []
+    eager_only: dict[str, tuple[pd.Series, list[_Trace]]] = {}
+    with_graph: set[str] = set()
     for i in order:
         row = t.comparison.loc[i]
         tr = _traces_for(t, row, by_run, runs, plan)
-        if tr:
-            cells.append((row, tr))
+        if any(x.arm == "graph" for x in tr):
+            drawn.append((row, tr))
+            with_graph.add(row.shape_id)
+        elif tr:  # only the shared eager baseline has data: show it once per shape, not once per variant
+            eager_only.setdefault(row.shape_id, (row, tr))
+    cells = drawn + [v for k, v in eager_only.items() if k not in with_graph]
     n_data = len(cells)
     cells = cells[:cap]
     if not cells:
