@@ -44,6 +44,7 @@ VERDICT_COLORS = {
 }
 EAGER_COLOR, GRAPH_COLOR = "#0969da", "#e16f24"
 TRACE_CAP = 24  # cells with iteration-time traces; more make the page slow and the screenshot unreadable
+MEMORY_CAP = 60  # cells in the memory chart
 _TRACE_POINTS = 300  # points per trace line (longer runs are thinned with a stride)
 CONTROL_VARIANT = "aa"
 
@@ -603,7 +604,9 @@ def heatmaps_html(t: SweepTables, varying: list[str]) -> str:
                     lo, hi = _num(r.get("ci_low")), _num(r.get("ci_high"))
                     ci = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
                     sub_txt = html.escape(r.verdict) if s is not None else ""
-                    ring = f";box-shadow:inset 0 0 0 2px {VERDICT_COLORS[r.verdict]}" if r.verdict in ("neutral", "inconclusive") else ""
+                    ring = ""
+                    if r.verdict in ("neutral", "inconclusive"):  # undecided: a ring in the verdict colour
+                        ring = f";box-shadow:inset 0 0 0 2px {VERDICT_COLORS[r.verdict]}"
                     tds.append(
                         f'<td class="hm v-{html.escape(r.verdict)}" style="background:{bg};color:{fg}{ring}" title="{html.escape(str(r.reason or ""))}">'
                         f'<a href="#{_anchor(r.cell_id)}" style="color:{fg}"><b>{main}</b>'
@@ -627,13 +630,18 @@ def _anchor(cell_id: Any) -> str:
     return "cell-" + re.sub(r"[^A-Za-z0-9_.-]", "_", str(cell_id))
 
 
-def memory_svg(t: SweepTables) -> str:
-    """Peak memory after capture, eager vs graph, one pair of bars per cell."""
+def memory_svg(t: SweepTables, cap: int = MEMORY_CAP) -> tuple[str, int, int]:
+    """Peak memory after capture, eager vs graph, one pair of bars per cell; (svg, cells drawn, cells with data)."""
     plt = _plt()
     c = t.comparison[t.comparison.variant != CONTROL_VARIANT]
-    rows = [r for _, r in c.iterrows() if _num(r.get("eager_peak_mem_gb")) is not None or _num(r.get("graph_peak_mem_gb")) is not None]
+    rows = [
+        r for _, r in c.iterrows()
+        if _num(r.get("eager_peak_mem_gb")) is not None or _num(r.get("graph_peak_mem_gb")) is not None
+    ]  # fmt: skip
+    n_data = len(rows)
+    rows = rows[:cap]
     if not rows:
-        return ""
+        return "", 0, 0
     n = len(rows)
     fig, ax = plt.subplots(figsize=(9.5, 0.55 + 0.3 * n))
     y = np.arange(n)[::-1]
@@ -645,15 +653,17 @@ def memory_svg(t: SweepTables) -> str:
     for yi, r, ev, gv in zip(y, rows, e, g):
         if gv is None:
             note = "graph: " + ("OOM" if r.verdict == "oom" else r.verdict)
-            ax.text(top * 0.01, yi - 0.19, note, va="center", fontsize=7.5, color=VERDICT_COLORS.get(r.verdict, "#24292f"), fontweight="bold")
+            color = VERDICT_COLORS.get(r.verdict, "#24292f")
+            ax.text(top * 0.01, yi - 0.19, note, va="center", fontsize=7.5, color=color, fontweight="bold")
         d = _num(r.get("mem_delta_gb"))
         if d is not None and ev:
-            ax.text(max(ev, gv or 0) + top * 0.01, yi, f"{d:+.2f} GB ({d / ev:+.0%})", va="center", fontsize=7.5, color="#57606a")
+            label = f"{d:+.2f} GB ({d / ev:+.0%})"
+            ax.text(max(ev, gv or 0) + top * 0.01, yi, label, va="center", fontsize=7.5, color="#57606a")
     ax.set_yticks(y, [f"{cell_label(r, t.axes)} · {r.variant}" for r in rows])
     ax.set_xlim(0, top * 1.22)
     ax.set_xlabel("peak memory after capture (GB)")
     fig.tight_layout()
-    return _svg(fig, "memory-bars", "peak memory eager vs graph per cell")
+    return _svg(fig, "memory-bars", "peak memory eager vs graph per cell"), len(rows), n_data
 
 
 @dataclass
@@ -668,7 +678,9 @@ class _Trace:
     failed_at: int | None = None  # iteration that was running when the run died (OOM, crash)
 
 
-def _traces_for(t: SweepTables, row: pd.Series, by_run: dict[str, pd.DataFrame], runs: pd.DataFrame, plan: pd.DataFrame) -> list[_Trace]:
+def _traces_for(
+    t: SweepTables, row: pd.Series, by_run: dict[str, pd.DataFrame], runs: pd.DataFrame, plan: pd.DataFrame
+) -> list[_Trace]:
     out = []
     for arm, ids in (("eager", _ids(row.get("eager_run_ids"))), ("graph", _ids(row.get("graph_run_ids")))):
         for rid in ids:
@@ -744,7 +756,8 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
                 ax.plot(tr.it[over], np.full(int(over.sum()), top), ls="none", marker="^", ms=3, color=col, alpha=0.8)
             if tr.failed_at is not None:  # where the run died: the last logged time, or the axis floor
                 y_fail = float(tr.ms[tr.it <= tr.failed_at][-1]) if np.any(tr.it <= tr.failed_at) else 0.0
-                ax.plot([tr.failed_at], [min(y_fail, top)], ls="none", marker="X", ms=6, color="#cf222e", mec="white", mew=0.6)
+                ax.plot([tr.failed_at], [min(y_fail, top)], ls="none", marker="X", ms=6, color="#cf222e", mec="white",
+                        mew=0.6)  # fmt: skip
         warm = max((tr.warmup for tr in trs if tr.warmup is not None), default=None)
         if warm:
             ax.axvspan(0.5, warm + 0.5, color="#d0d7de", alpha=0.5, lw=0)
@@ -765,7 +778,8 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
                 transform=ax.transAxes, fontsize=7.5, color=VERDICT_COLORS.get(verdict, "#24292f"),
                 fontweight="bold", va="bottom")  # fmt: skip
         if clipped:
-            ax.text(1.0, 1.01, f"{clipped} pts clipped ▲", transform=ax.transAxes, ha="right", va="bottom", fontsize=6.5, color="#6e7781")
+            ax.text(1.0, 1.01, f"{clipped} pts clipped ▲", transform=ax.transAxes, ha="right", va="bottom",
+                    fontsize=6.5, color="#6e7781")  # fmt: skip
         ax.tick_params(length=2, pad=1.5)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
         ax.set_ylabel("ms", labelpad=1)
@@ -882,7 +896,8 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
         speed = fmt_speedup(r, ci=False)
         speed_html = f"<b>{speed}</b>" if _num(r.get("speedup")) is not None else '<span class="muted">—</span>'
         lo, hi = _num(r.get("ci_low")), _num(r.get("ci_high"))
-        ci = f' <span class="ci">[{lo:.2f}, {hi:.2f}]</span>' if lo is not None and hi is not None and _num(r.get("speedup")) else ""
+        has_ci = lo is not None and hi is not None and _num(r.get("speedup")) is not None
+        ci = f' <span class="ci">[{lo:.2f}, {hi:.2f}]</span>' if has_ci else ""
         steps = _pair(r.get("eager_step_ms"), r.get("graph_step_ms"))
         mems = _pair(r.get("eager_peak_mem_gb"), r.get("graph_peak_mem_gb"))
         n_e, n_g = _num(r.get("n_eager")), _num(r.get("n_graph"))
@@ -891,7 +906,8 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
             n += ' <span title="one run per arm: within-run interval only">¹</span>'
         reason = display_reason(r)
         if _is_control(r) and r.verdict in TIMING:
-            reason = (reason + "; " if reason else "") + "A/A control: eager vs eager, any speedup/slowdown is a false positive"
+            aa_note = "A/A control: eager vs eager, any speedup/slowdown is a false positive"
+            reason = f"{reason}; {aa_note}" if reason else aa_note
         e_links = _log_links(t, _ids(r.get("eager_run_ids")), "e", out_dir, logs)
         g_links = _log_links(t, _ids(r.get("graph_run_ids")), "a" if _is_control(r) else "g", out_dir, logs)
         links = "<br>".join(x for x in (e_links, g_links) if x)
@@ -982,7 +998,7 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
             if svg else ""
         )  # fmt: skip
 
-    mem = memory_svg(t)
+    mem, mem_drawn, mem_data = memory_svg(t)
     traces, drawn, with_data = traces_svg(t)
     trace_note = (
         f'<p class="note">Showing the first {drawn} of {with_data} cells with iteration data (capped at {TRACE_CAP} '
@@ -1022,6 +1038,9 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
             " · median across runs; label: graph − eager</div>",
             mem,
         ]
+        if mem_data > mem_drawn:
+            parts.append(f'<p class="note">Showing the first {mem_drawn} of {mem_data} cells with memory data; '
+                         "every cell's figures are in the table above.</p>")
     if traces:
         parts += ["<h2>Iteration time per run</h2>", legend, traces, trace_note]
     parts.append(
