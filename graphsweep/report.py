@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from graphsweep import __version__
+from graphsweep import __version__, stats
 from graphsweep.tables import PLAN_COLUMNS, read_table
 
 # Order in which verdicts are counted and listed: results first, then what blocked a result.
@@ -253,8 +253,7 @@ def summarize(t: SweepTables) -> Summary:
     counts = {v: int((main.verdict == v).sum()) for v in VERDICT_ORDER} if len(main) else {}
     for v in main.verdict.unique() if len(main) else []:
         counts.setdefault(v, int((main.verdict == v).sum()))
-    aa_judged = [v for v in ctrl.verdict if v in TIMING] if len(ctrl) else []
-    aa_fp = sum(v in ("speedup", "slowdown") for v in aa_judged)
+    aa_fp, aa_judged, _ = stats.aa_false_positive_rate(list(ctrl.verdict) if len(ctrl) else [])
     single = [
         r.cell_id for _, r in main.iterrows() if r.verdict in TIMING and "within-run" in str(r.get("ci_method") or "")
     ]
@@ -266,7 +265,7 @@ def summarize(t: SweepTables) -> Summary:
         if r.verdict in ("speedup", "slowdown") and (_num(r.get("q_value")) or 0.0) > alpha
     ]  # fmt: skip
     n_runs = int((t.plan.status != "blocked").sum()) if "status" in t.plan.columns else len(t.plan)
-    return Summary(counts, len(main), n_runs, len(ctrl), aa_fp, len(aa_judged), single, bh_m, fragile)
+    return Summary(counts, len(main), n_runs, len(ctrl), aa_fp, aa_judged, single, bh_m, fragile)
 
 
 def cell_label(row: pd.Series | dict[str, Any], axes: Sequence[str]) -> str:

@@ -345,3 +345,16 @@ def test_report_of_a_real_comparison(tmp_path: Path) -> None:
         assert verdict in set(comp.verdict)
     for _, row in comp.iterrows():  # every cell's reason, as the table shows it
         assert html.escape(display_reason(row)) in page
+
+
+def test_aa_false_positive_is_counted_and_shown(tmp_path: Path) -> None:
+    paths = build_sweep(tmp_path / "t")
+    comp = read_table(paths["comparison"])
+    comp.loc[comp.variant == "aa", ["verdict", "speedup", "ci_low", "ci_high"]] = ["slowdown", 0.96, 0.95, 0.975]
+    write_table(comp, paths["comparison"], "comparison", extra={"margin": 0.02})
+    write_reports(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"], tmp_path / "r.md", tmp_path / "r.html")
+    md, page = (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
+    assert "1 of 1 judged control cells flagged a difference (measured false-positive rate 100%" in md
+    assert '<div class="v">100%</div><div class="d">1 of 1 eager-vs-eager cells flagged' in page
+    # the control cell is not one of the sweep's verdicts
+    assert "8 cells (**2** speedup, **1** slowdown," in md
