@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from graphsweep.report import TRACE_CAP, display_reason, write_reports
+from graphsweep.report import TRACE_CAP, display_reason, fmt_speedup, write_reports
 from graphsweep.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
 
 SWEEP = "h200-tiny-llama"
@@ -343,8 +343,11 @@ def test_report_of_a_real_comparison(tmp_path: Path) -> None:
     assert set(re.findall(r'data-verdict="([^"]+)"', page)) == set(comp.verdict)
     for verdict in ("blocked", "oom", "baseline-failed"):
         assert verdict in set(comp.verdict)
-    for _, row in comp.iterrows():  # every cell's reason, as the table shows it
+    for _, row in comp.iterrows():  # every cell's reason as the table shows it, and its interval
         assert html.escape(display_reason(row)) in page
+        if row.verdict in ("speedup", "slowdown", "neutral", "inconclusive"):
+            assert fmt_speedup(row) in md
+    assert comp.set_index("cell_id").verdict["h1024-mb1-3f9a.full_iteration"] == "speedup"  # 63 ms vs 9.2 ms
 
 
 def test_aa_false_positive_is_counted_and_shown(tmp_path: Path) -> None:
