@@ -2,7 +2,12 @@
 # The sweep spec is config["spec"] (configs/sweep.yaml by default):
 #   snakemake --cores 2
 #   snakemake --cores 2 --config spec=configs/examples/h200-builtin.yaml
+import mimetypes
+
 from snakemake.utils import min_version
+
+# so `snakemake --report` labels the Parquet outputs correctly
+mimetypes.add_type("application/vnd.apache.parquet", ".parquet")
 
 min_version("9.0")
 

@@ -47,7 +47,8 @@ def plan_frame(spec: Spec) -> pd.DataFrame:
             rule_message=" | ".join(v.message for v in violations) or None,
             rule_source=" | ".join(v.source for v in violations) or None,
             command=plan.shell(),
-            est_gpu_seconds=0.0 if violations and not verify else estimate_gpu_seconds(run),
+            # kept for blocked runs too: the report shows the GPU time that preflight saved
+            est_gpu_seconds=estimate_gpu_seconds(run),
         )
         rec.update({k: settings[k] for k in shape})  # one column per axis
         rows.append(rec)
