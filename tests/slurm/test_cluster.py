@@ -91,20 +91,40 @@ def test_scancel_shows_cancelled(slurm_cluster, slurm_wait, tmp_path):
     assert slurm_wait(job_id, {"CANCELLED", "COMPLETED", "FAILED"}) == "CANCELLED"
 
 
-def _submit_and_scancel(partition: str, folder: Path, wait, fn, *args) -> submitit.Job:
+def python_sleep_after_marker(marker: str) -> None:
+    """Runs on the compute node: signals it is inside the function (submitit's handlers are set), then sleeps."""
+    import time
+
+    Path(marker).touch()
+    time.sleep(300)
+
+
+def wait_for_file(path: Path, deadline_s: float = 120.0) -> None:
+    """Hang guard, not a timing assertion."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared: the job did not reach its function"
+        time.sleep(0.2)
+
+
+def _submit_and_scancel(partition: str, folder: Path, wait, marker: Path, fn, *args) -> submitit.Job:
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     executor.update_parameters(timeout_min=5, slurm_partition=partition, cpus_per_task=1, mem_gb=1)
     job = executor.submit(fn, *args)
-    wait(job.job_id, {"RUNNING"})
+    # RUNNING in sacct comes before Python has started: a SIGTERM then kills the interpreter outright.
+    wait_for_file(marker)
     subprocess.run(["scancel", job.job_id], check=True, timeout=60)
     assert wait(job.job_id, {"CANCELLED", "COMPLETED", "FAILED"}) == "CANCELLED"
     return job
 
 
 def test_scancel_of_a_python_function_gives_uncompleted_job_error(slurm_cluster, slurm_wait, tmp_path):
-    import time
-
-    job = _submit_and_scancel(slurm_cluster.partition, tmp_path / "submitit", slurm_wait, time.sleep, 300)
+    marker = tmp_path / "started"
+    job = _submit_and_scancel(
+        slurm_cluster.partition, tmp_path / "submitit", slurm_wait, marker, python_sleep_after_marker, str(marker)
+    )
     # submitit ignores SIGTERM in the job; SIGKILL follows after KillWait, so no result pickle exists.
     job._results_timeout_s = 1  # submitit waits 15 s for a late pickle (NFS grace); one node needs none
     with pytest.raises(submitit.core.utils.UncompletedJobError) as err:
@@ -117,7 +137,9 @@ def test_scancel_of_a_subprocess_looks_like_a_crash_to_submitit(slurm_cluster, s
     # Slurm's SIGTERM reaches the child process too (proctrack signals every process of the step), the
     # child dies and the Python function raises *before* SIGKILL: submitit pickles that as a failure.
     # So FailedJobError alone does not mean "the workload crashed": check sacct for CANCELLED first.
-    job = _submit_and_scancel(slurm_cluster.partition, tmp_path / "submitit", slurm_wait, subprocess.check_call, ["sleep", "300"])
+    marker = tmp_path / "started"
+    cmd = ["bash", "-c", f"touch {marker}; exec sleep 300"]
+    job = _submit_and_scancel(slurm_cluster.partition, tmp_path / "submitit", slurm_wait, marker, subprocess.check_call, cmd)
     with pytest.raises(submitit.core.utils.FailedJobError, match="SIGTERM"):
         job.result()
 
