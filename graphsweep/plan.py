@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from graphsweep import launch
 from graphsweep.spec import RunSpec, Spec
-from graphsweep.tables import PLAN_COLUMNS, write_table
+
+if TYPE_CHECKING:  # pandas and pyarrow load only where a table is built: the Snakefile itself stays light
+    import pandas as pd
 
 # Rough cost of a builtin run when no estimate is known: setup plus a small step (seconds).
 _BUILTIN_SETUP_S, _BUILTIN_STEP_S = 10.0, 0.05
@@ -31,8 +32,12 @@ def blocked_by(spec: Spec) -> dict[str, list[launch.Violation]]:
     return {r.run_id: launch.preflight(r) for r in spec.runs()}
 
 
-def plan_frame(spec: Spec) -> pd.DataFrame:
+def plan_frame(spec: Spec) -> "pd.DataFrame":
     """One row per run (cell x arm x repeat), blocked runs included with the rule that blocks them."""
+    import pandas as pd
+
+    from graphsweep.tables import PLAN_COLUMNS
+
     rows: list[dict[str, Any]] = []
     blocked = blocked_by(spec)
     verify = bool(spec.raw.get("verify"))
@@ -65,7 +70,9 @@ def submitted_run_ids(spec: Spec) -> list[str]:
     return [r.run_id for r in spec.runs() if not blocked[r.run_id]]
 
 
-def write_plan(spec: Spec, out: str | Path) -> pd.DataFrame:
+def write_plan(spec: Spec, out: str | Path) -> "pd.DataFrame":
+    from graphsweep.tables import write_table
+
     df = plan_frame(spec)
     write_table(df, out, "plan", extra={"spec": spec.raw, "spec_path": spec.path})
     return df
@@ -98,7 +105,7 @@ def write_run_config(run: RunSpec, out: str | Path) -> None:
         yaml.safe_dump(run_config(run), f, sort_keys=False)
 
 
-def dry_run_summary(df: pd.DataFrame) -> dict[str, Any]:
+def dry_run_summary(df: "pd.DataFrame") -> dict[str, Any]:
     sub = df[df.status != "blocked"]
     return {
         "runs": int(len(df)),
