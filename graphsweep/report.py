@@ -41,6 +41,7 @@ VERDICT_COLORS = {
     "invalid": "#953800",
     "failed": "#24292f",
     "baseline-failed": "#424a53",
+    "not-comparable": "#57606a",  # arms ran in different environments (graphsweep/provenance.py)
 }
 EAGER_COLOR, GRAPH_COLOR = "#0969da", "#e16f24"
 TRACE_CAP = 24  # cells with iteration-time traces; more make the page slow and the screenshot unreadable
