@@ -168,7 +168,8 @@ class Spec:
         keys = list(self.raw["axes"])
         shapes = [dict(zip(keys, values)) for values in itertools.product(*(self.raw["axes"][k] for k in keys))]
         excludes = self.raw.get("exclude", [])
-        return [s for s in shapes if not any(all(s.get(k) == v for k, v in ex.items()) for ex in excludes)]
+        kept = [s for s in shapes if not any(all(s.get(k) == v for k, v in ex.items()) for ex in excludes)]
+        return kept + [dict(item) for item in self.raw.get("include", []) if dict(item) not in kept]
 
     def runs(self) -> list[RunSpec]:
         return expand(self)[0]
@@ -299,6 +300,13 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
         for key in ex:
             if key not in axes:
                 raise SpecError(path, f"exclude.{i}.{key}", ex[key], f"not an axis; axes are {', '.join(axes)}")
+    for i, item in enumerate(raw.get("include", [])):
+        missing = [k for k in axes if k not in item]
+        if missing:
+            raise SpecError(path, f"include.{i}", item, f"an included shape needs a value for every axis; missing {missing}")
+        for key in item:
+            if key in fixed:
+                raise SpecError(path, f"include.{i}.{key}", item[key], f"'{key}' is fixed; make it an axis to vary it")
     seen: dict[tuple[str, tuple[str, ...]], int] = {}
     names: dict[str, int] = {}
     for i, v in enumerate(raw["variants"]):
@@ -318,7 +326,8 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
 
 def _check_builtin(raw: dict[str, Any], path: str | Path) -> None:
     axes, fixed = raw["axes"], raw.get("fixed", {})
-    for section, mapping in (("axes", axes), ("fixed", fixed)):
+    included = {k: v for item in raw.get("include", []) for k, v in item.items()}
+    for section, mapping in (("axes", axes), ("fixed", fixed), ("include", included)):
         for key in mapping:
             if key not in BUILTIN_SETTINGS:
                 raise SpecError(

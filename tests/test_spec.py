@@ -115,3 +115,15 @@ def test_yaml_syntax_error_is_named(tmp_path):
     with pytest.raises(SpecError, match="not valid YAML") as info:
         load_spec(path)
     assert str(path) in str(info.value)
+
+
+def test_include_adds_shapes_with_their_own_settings(tmp_path):
+    spec = load_spec(
+        write(tmp_path, {**BASE, "include": [{"hidden": 2048, "micro_batch": 8, "mem_fraction": 0.05}]})
+    )
+    shapes = spec.shapes()
+    assert shapes[-1] == {"hidden": 2048, "micro_batch": 8, "mem_fraction": 0.05}
+    capped = [r for r in spec.runs() if r.shape.get("mem_fraction")]
+    assert capped and all(r.settings["mem_fraction"] == 0.05 and r.settings["layers"] == 2 for r in capped)
+    with pytest.raises(SpecError, match="needs a value for every axis"):
+        load_spec(write(tmp_path, {**BASE, "include": [{"hidden": 2048}]}))
