@@ -8,6 +8,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from graphsweep import provenance
+from graphsweep.runfiles import log_files
 from graphsweep.tables import read_table, write_table
 
 
@@ -20,7 +22,10 @@ def run_row(plan_row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
                 "gpu_seconds", "slurm_nodelist"):  # fmt: skip
         row[key] = info.get(key)
     row["previous_attempts"] = json.dumps(info.get("previous_attempts", [])) if info.get("previous_attempts") else None
-    row["provenance"] = json.dumps(info["provenance"]) if info.get("provenance") else None
+    # The job's provenance, with what the training process printed inside its container on top (versions).
+    prov = provenance.merge(info.get("provenance"), provenance.from_logs(log_files(run_dir)))
+    row["provenance"] = json.dumps(prov, sort_keys=True) if prov else None
+    row.update(provenance.flatten(prov))
     for key, value in summary.items():
         row[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
     row["log_path"] = str(run_dir / "log.txt")

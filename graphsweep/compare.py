@@ -12,10 +12,12 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from graphsweep import stats
+from graphsweep import provenance, stats
 from graphsweep.tables import COMPARISON_COLUMNS, read_table, write_table
 
 USABLE = {"completed", "timeout"}  # a timeout after the measurement window still has steady data
+# Verdicts that compare the two arms: they need runs made in one environment (provenance.differences).
+COMPARING = {"speedup", "slowdown", "neutral", "inconclusive", "oom"}
 
 
 def _steady_times(by_run: dict[str, pd.DataFrame], run: pd.Series) -> list[float]:
@@ -88,6 +90,7 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
         graph_runs = runs_by_id.loc[runs_by_id.run_id.isin(graph_plan.run_id)] if len(runs) else runs
         v = stats.judge_cell(_arm_runs(eager_runs, by_run), _arm_runs(graph_runs, by_run), margin=margin, paired=paired)
         row.update({k: getattr(v, k) for k in v.__dataclass_fields__})
+        _check_comparable(row, eager_runs, graph_runs)
         row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
         if first.arm == "control":
             row["variant"] = "aa"
@@ -105,6 +108,21 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
     df = df[ordered + rest]
     write_table(df, out, "comparison", extra={"margin": margin, "paired": paired})
     return df
+
+
+def _check_comparable(row: dict[str, Any], eager_runs: pd.DataFrame, graph_runs: pd.DataFrame) -> None:
+    """Arms made with another container, GPU, driver or library versions are not compared (anchors idea 12)."""
+    diffs = provenance.differences(
+        [r for _, r in eager_runs.iterrows()], [r for _, r in graph_runs.iterrows()]
+    ) if len(eager_runs) and len(graph_runs) else []
+    row["not_comparable_fields"] = [d.field for d in diffs] or None
+    if not diffs:
+        return
+    if row["verdict"] in COMPARING:
+        row.update(verdict="not-comparable", reason=provenance.not_comparable_reason(diffs), speedup=None,
+                   ci_low=None, ci_high=None, p_value=None, paired_outcome=f"not-comparable ({row.get('paired_outcome')})")
+    else:  # blocked / failed / invalid describe one arm on its own; keep them, say the arms also differ
+        row["reason"] = f"{row.get('reason') or ''} (note: {provenance.not_comparable_reason(diffs)})".strip()
 
 
 def read_plan_columns() -> list[str]:

@@ -251,6 +251,8 @@ def validate_spec(raw: dict[str, Any], path: str | Path = "<spec>") -> Spec:
         raise SpecError(path, _key_path(e), e.instance, _describe(e))
     raw = json.loads(json.dumps(raw))  # private copy
     raw.setdefault("executor", {})
+    if "source" in raw:  # ingested logs ran already: a preflight rule must not hide them (set it to override)
+        raw.setdefault("preflight", "none")
     _apply_defaults(raw, schema)
     _check_semantics(raw, path)
     return Spec(str(path), raw)
@@ -319,6 +321,10 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
         seen[ident], names[variant.name] = i, i
     if raw["workload"]["kind"] == "builtin":
         _check_builtin(raw, path)
+    if raw.get("source"):
+        from graphsweep.ingest import check_source
+
+        check_source(raw, path)
     spec = Spec(str(path), raw)
     if not spec.shapes():
         raise SpecError(path, "exclude", raw.get("exclude"), "every shape is excluded; nothing would run")

@@ -1,0 +1,39 @@
+"""graphsweep verify-archive FILE...: check sweep archives (sha256 of every file, manifest, spec hash, schema)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from graphsweep.archive import verify_archive
+
+NAME = "verify-archive"
+HELP = "check a sweep archive (results/{sweep}/archive/*.tar.gz): every file against manifest.json's sha256"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help="archive(s) written by `snakemake archive`")
+    p.add_argument("--json", action="store_true", help="print one JSON object per archive")
+
+
+def run(args: argparse.Namespace) -> int:
+    bad = 0
+    for path in args.files:
+        v = verify_archive(path)
+        bad += not v.ok
+        man = v.manifest
+        if args.json:
+            print(json.dumps({"path": path, "ok": v.ok, "files_checked": v.checked, "problems": v.problems,
+                              "sweep": man.get("sweep"), "created_utc": man.get("created_utc"),
+                              "pipeline": man.get("pipeline"), "spec_hash": (man.get("spec") or {}).get("hash")}))
+            continue
+        if v.ok:
+            pipe = man.get("pipeline") or {}
+            sha = (pipe.get("git_sha") or "")[:10] + (" dirty" if pipe.get("git_dirty") else "")
+            print(f"OK {path}: sweep {man.get('sweep')}, {v.checked} files verified, created {man.get('created_utc')}, "
+                  f"graphsweep {pipe.get('version')} {sha}".rstrip() + f", logs {'in' if man.get('logs_included') else 'left out'}")
+        else:
+            print(f"FAILED {path}:")
+            for problem in v.problems:
+                print(f"  - {problem}")
+    return 1 if bad else 0

@@ -1,0 +1,280 @@
+"""Ingest logs that already exist (runs made by hand) as the runs of a sweep: nothing is submitted.
+
+A spec with a `source: {logs: DIR, pattern: REGEX}` block maps every file under DIR whose relative path matches
+REGEX (re.fullmatch) to one run: the named group `variant` says the arm (the `eager` text, a variant name or
+`aa`), a group per axis with more than one value says the shape, `repeat` (optional, any text, numbered in
+natural order) the repeat and `part` (optional) orders several files of one run (ranks, restarts). Groups named
+after a provenance column (`prov_container`, `prov_gpu_name`, ... see provenance.COLUMNS) record what the file
+name says about the environment, so two arms from different containers are refused as a pair.
+
+Each run folder gets the files as `log.txt` (+ `ranks/NNN.log`) and a run.json with executor `ingest`; from there
+the workflow's parse, aggregate, compare and report steps run unchanged (rules/ingest.smk replaces the run rule),
+or `ingest()` runs them all in-process (`python -m graphsweep.ingest SPEC`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from graphsweep import provenance
+from graphsweep.spec import Spec, SpecError, load_spec
+
+RESERVED_GROUPS = {"variant", "repeat", "part"}
+CONTROL = "aa"
+
+
+class IngestError(ValueError):
+    """The files under source.logs do not map onto the runs of the sweep. The message says what to change."""
+
+
+@dataclass(frozen=True)
+class Source:
+    folder: Path
+    pattern: re.Pattern[str]
+    eager: str = "eager"
+
+
+def _folder(raw: Mapping[str, Any], spec_path: str | Path) -> Path:
+    folder = Path(raw["source"]["logs"]).expanduser()
+    if not folder.is_absolute():
+        folder = Path(spec_path).resolve().parent / folder
+    return folder
+
+
+def check_source(raw: Mapping[str, Any], path: str | Path) -> None:
+    """Spec-time checks of the source block (spec.validate_spec calls this): the pattern and its groups."""
+    src = raw["source"]
+    try:
+        pattern = re.compile(src["pattern"])
+    except re.error as exc:
+        raise SpecError(path, "source.pattern", src["pattern"], f"not a valid regular expression: {exc}") from None
+    groups = set(pattern.groupindex)
+    if "variant" not in groups:
+        raise SpecError(path, "source.pattern", src["pattern"],
+                        "needs a named group (?P<variant>...) that says eager or which graph variant a file is")  # fmt: skip
+    axes = raw["axes"]
+    missing = [k for k, values in axes.items() if len(values) > 1 and k not in groups]
+    if missing:
+        raise SpecError(path, "source.pattern", src["pattern"],
+                        f"axes with several values need a named group each: {', '.join(missing)} "
+                        "(a key that is not a Python identifier cannot be a group name: use a one-value axis "
+                        "or rename it)")  # fmt: skip
+    unknown = sorted(groups - RESERVED_GROUPS - set(axes) - set(provenance.COLUMNS))
+    if unknown:
+        raise SpecError(path, "source.pattern", src["pattern"],
+                        f"unknown named group(s) {', '.join(unknown)}: use variant, repeat, part, an axis name "
+                        "or a provenance column (prov_container, prov_gpu_name, ...)")  # fmt: skip
+    if raw.get("pairing"):
+        raise SpecError(path, "pairing", True, "ingested logs were not run as pairs: remove pairing or set it false")
+
+
+def source_of(spec: Spec) -> Source | None:
+    src = spec.raw.get("source")
+    if not src:
+        return None
+    return Source(_folder(spec.raw, spec.path), re.compile(src["pattern"]), str(src.get("eager", "eager")))
+
+
+def _natural(text: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text or "")]
+
+
+def _axis_value(values: list[Any], text: str) -> tuple[bool, Any]:
+    for v in values:
+        if str(v) == text:
+            return True, v
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            try:
+                if float(text) == float(v):
+                    return True, v
+            except ValueError:
+                pass
+    return False, None
+
+
+@dataclass
+class LogMap:
+    """The result of matching a folder: run id -> files (part order) and file -> provenance facts."""
+
+    files: dict[str, list[Path]]
+    facts: dict[str, dict[str, str]]  # run id -> prov_* column -> value taken from the file name
+    ignored: list[str]  # files that do not match the pattern
+    excluded: list[str]  # files of shapes the spec excludes
+
+
+def match_files(spec: Spec) -> LogMap:
+    """Map the files of source.logs onto the spec's runs; raise IngestError listing every problem found."""
+    src = source_of(spec)
+    if src is None:
+        raise IngestError(f"{spec.path}: no source block: nothing to ingest")
+    if not src.folder.is_dir():
+        raise IngestError(f"{spec.path}: source.logs = {str(src.folder)!r}: no such folder")
+    axes = spec.axes
+    shapes = {json.dumps(s, sort_keys=True, default=str) for s in spec.shapes()}
+    variants = {v.name for v in spec.variants}
+    if spec.raw.get("aa_control"):
+        variants.add(CONTROL)
+    problems: list[str] = []
+    groups: dict[tuple[str, str], dict[str, dict[str, list[tuple[str, Path]]]]] = {}
+    facts_by: dict[tuple[str, str, str], dict[str, str]] = {}
+    ignored, excluded = [], []
+    for path in sorted(p for p in src.folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(src.folder).as_posix()
+        m = src.pattern.fullmatch(rel)
+        if not m:
+            ignored.append(rel)
+            continue
+        g = {k: v for k, v in m.groupdict().items() if v is not None}
+        text = g.get("variant", "")
+        variant = "eager" if text == src.eager else text
+        if variant != "eager" and variant not in variants:
+            problems.append(f"{rel}: variant {text!r} is neither the eager text {src.eager!r} nor a variant of the "
+                            f"sweep ({', '.join(sorted(variants))})")  # fmt: skip
+            continue
+        shape: dict[str, Any] = {}
+        for axis, values in axes.items():
+            if axis in g:
+                ok, value = _axis_value(values, g[axis])
+                if not ok:
+                    problems.append(f"{rel}: {axis} = {g[axis]!r} is not one of the sweep's values {values}")
+                    break
+                shape[axis] = value
+            else:
+                shape[axis] = values[0]  # a one-value axis (check_source demands a group for the others)
+        else:
+            key = json.dumps(shape, sort_keys=True, default=str)
+            if key not in shapes:
+                excluded.append(rel)
+                continue
+            repeat, part = g.get("repeat", ""), g.get("part", "")
+            groups.setdefault((key, variant), {}).setdefault(repeat, {}).setdefault(part, []).append((rel, path))
+            facts = {k: v for k, v in g.items() if k in provenance.COLUMNS}
+            facts_by[(key, variant, repeat)] = {**facts_by.get((key, variant, repeat), {}), **facts}
+    # runs of the spec by (shape, variant name, repeat number)
+    wanted: dict[tuple[str, str, int], str] = {}
+    for run in spec.runs():
+        name = "eager" if run.arm == "eager" else (CONTROL if run.arm == "control" else run.variant.name)
+        wanted[(json.dumps(dict(run.shape), sort_keys=True, default=str), name, run.repeat)] = run.run_id
+    files: dict[str, list[Path]] = {}
+    facts: dict[str, dict[str, str]] = {}
+    for (key, variant), repeats in groups.items():
+        ordered = sorted(repeats, key=_natural)
+        if len(ordered) > spec.raw["repeats"]:
+            problems.append(f"{len(ordered)} repeats of {variant} for shape {key} ({', '.join(ordered)}) but the spec "
+                            f"has repeats: {spec.raw['repeats']}; raise repeats or move the extra logs away")  # fmt: skip
+            continue
+        for k, rep in enumerate(ordered, start=1):
+            parts = repeats[rep]
+            if len(parts) == 1 and len(next(iter(parts.values()))) > 1:
+                names = ", ".join(r for r, _ in next(iter(parts.values())))
+                problems.append(f"several files map to one run ({names}): add a (?P<repeat>...) group if they are "
+                                "separate jobs or a (?P<part>...) group if they are ranks/restarts of one job")  # fmt: skip
+                continue
+            run_id = wanted[(key, variant, k)]
+            files[run_id] = [p for part in sorted(parts, key=_natural) for _, p in parts[part]]
+            facts[run_id] = facts_by.get((key, variant, rep), {})
+    missing = [rid for rid in wanted.values() if rid not in files]
+    if missing:
+        shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        problems.append(f"no log for {len(missing)} run(s) of the sweep: {shown}; lower repeats, exclude those shapes, "
+                        f"or check source.pattern ({src.pattern.pattern!r}) against the file names")  # fmt: skip
+    if problems:
+        hint = f" ({len(ignored)} file(s) did not match the pattern, e.g. {ignored[0]})" if ignored else ""
+        raise IngestError(f"{spec.path}: source.logs = {str(src.folder)!r}:\n  - " + "\n  - ".join(problems) + hint)
+    return LogMap(files, facts, ignored, excluded)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _utc(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _set(d: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        d = d.setdefault(key, {})
+    d[path[-1]] = value
+
+
+def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The run folder of an ingested run: log.txt (+ ranks/NNN.log for further files) and run.json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if (run_dir / "ranks").is_dir():
+        shutil.rmtree(run_dir / "ranks")
+    shutil.copyfile(files[0], run_dir / "log.txt")
+    for i, extra in enumerate(files[1:], start=1):
+        (run_dir / "ranks").mkdir(exist_ok=True)
+        shutil.copyfile(extra, run_dir / "ranks" / f"{i:03d}.log")
+    stats = [f.stat() for f in files]
+    prov: dict[str, Any] = {"source": "ingest"}
+    for col, value in (facts or {}).items():
+        _set(prov, provenance.COLUMNS[col], value)
+    record = {
+        "run_id": run_id,
+        "executor": "ingest",
+        "job_id": None,
+        "attempt": 1,
+        "state": None,  # unknown: the outcome comes from the log alone
+        "exit_code": None,
+        "command": None,
+        "host": None,
+        "start_utc": _utc(min(s.st_mtime for s in stats)),  # file times: when the logs were last written
+        "end_utc": _utc(max(s.st_mtime for s in stats)),
+        "wall_s": None,
+        "gpu_seconds": None,
+        "source_files": [{"path": str(f.resolve()), "sha256": _sha256(f), "bytes": s.st_size} for f, s in zip(files, stats)],
+        "provenance": prov,
+    }
+    tmp = run_dir / "run.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(run_dir / "run.json")
+    return record
+
+
+def ingest(spec_path: str | Path, results: str | Path = "results", say: Callable[[str], None] = print) -> Path:
+    """The whole workflow for an ingest spec, in-process: plan, runs from logs, parse, aggregate, compare, report."""
+    from graphsweep.aggregate import aggregate
+    from graphsweep.compare import compare
+    from graphsweep.plan import submitted_run_ids, write_plan, write_run_config
+    from graphsweep.report import write_reports
+    from graphsweep.runfiles import parse_run_dir
+
+    spec = load_spec(spec_path)
+    mapping = match_files(spec)
+    out = Path(results) / spec.name
+    write_plan(spec, out / "plan.parquet")
+    by_id = {r.run_id: r for r in spec.runs()}
+    run_dirs = []
+    for run_id in submitted_run_ids(spec):
+        run_dir = out / "runs" / run_id
+        write_run_config(by_id[run_id], run_dir / "config.yaml")
+        write_run(run_id, mapping.files[run_id], run_dir, mapping.facts.get(run_id))
+        parse_run_dir(run_dir, run_dir / "iterations.parquet", run_dir / "summary.json")
+        run_dirs.append(run_dir)
+    aggregate(out / "plan.parquet", run_dirs, out / "runs.parquet", out / "iterations.parquet")
+    compare(out / "plan.parquet", out / "runs.parquet", out / "iterations.parquet", out / "comparison.parquet")
+    write_reports(plan=out / "plan.parquet", runs=out / "runs.parquet", iterations=out / "iterations.parquet",
+                  comparison=out / "comparison.parquet", md_out=out / "report.md", html_out=out / "report.html")  # fmt: skip
+    say(f"ingested {len(run_dirs)} runs from {source_of(spec).folder} into {out} (nothing submitted)")  # type: ignore[union-attr]
+    return out
+
+
+if __name__ == "__main__":  # python -m graphsweep.ingest SPEC [RESULTS]
+    try:
+        ingest(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "results")
+    except (SpecError, IngestError) as exc:
+        sys.exit(f"graphsweep ingest: {exc}")

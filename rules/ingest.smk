@@ -1,0 +1,34 @@
+# Ingest (spec with a `source` block): each run's files are taken from source.logs instead of submitting a job.
+# Included by the Snakefile in place of rules/run.smk; parse, aggregate, compare and report run unchanged.
+from graphsweep.ingest import IngestError, match_files
+
+try:
+    INGEST = match_files(SPEC)
+except IngestError as error:
+    # Logs that do not map onto the sweep stop the workflow before anything is written, like a broken spec.
+    sys.exit(f"graphsweep: cannot ingest: {error}")
+
+
+def get_ingest_files(wildcards):
+    return [str(p) for p in INGEST.files[wildcards.run_id]]
+
+
+def get_ingest_facts(wildcards):
+    """What the file names say about the environment (prov_* groups of source.pattern)."""
+    return INGEST.facts.get(wildcards.run_id, {})
+
+
+rule ingest_run:
+    input:
+        config="{results}/{sweep}/runs/{run_id}/config.yaml",
+        logs=get_ingest_files,
+    output:
+        run="{results}/{sweep}/runs/{run_id}/run.json",
+        log="{results}/{sweep}/runs/{run_id}/log.txt",
+    log:
+        "{results}/{sweep}/logs/ingest/{run_id}.log",
+    params:
+        facts=get_ingest_facts,
+    localrule: True
+    script:
+        "../scripts/ingest_run.py"
