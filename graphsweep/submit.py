@@ -1,13 +1,20 @@
 """Submit one run through submitit, wait for it, and write its run.json.
 
 The controller side (`submit_and_wait`) runs in the Snakemake rule on the login node; the job side (`job_main`)
-runs inside the allocation and starts the training command as a subprocess, its output going to the run's log.
+runs inside the allocation and starts the training command as a subprocess, its output going to the job's log.
 
 Reattach: the job id is written to a side file (`results/{sweep}/.jobs/{run_id}/job.json`) that is NOT a declared
 output, so a controller that was killed and started again finds its in-flight Slurm job instead of submitting
-a duplicate. Deterministic outcomes (the training exited non-zero: OOM, config rejected, crash) are results;
-infrastructure failures (the job died without a result: cancelled, node failure, preempted, walltime) raise
-InfraFailure so the rule fails and Snakemake's --retries reruns only that run.
+a duplicate. The training log is written under the same folder too and only linked to the declared `log.txt` when
+the job has finished: Snakemake deletes incomplete outputs before a rerun, which must not cut a running job's log.
+
+Deterministic outcomes (the training exited non-zero: OOM, config rejected, crash) are results; infrastructure
+failures (the job died without a result: cancelled, node failure, preempted, lost by sacct, walltime) raise
+InfraFailure so the rule fails and Snakemake's --retries reruns only that run, with more time.
+
+Waiting on Slurm never uses submitit's per-process watcher (`job.done()` / `job.state` call sacct from every
+waiting process): the result pickle is checked first, and job states come from the shared, rate-limited sacct
+cache in graphsweep/slurmstate.py.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -27,11 +36,27 @@ from typing import Any, Callable, Mapping
 import submitit
 
 from graphsweep.launch import LaunchPlan
+from graphsweep.slurmstate import (
+    ALIVE_STATES,
+    STUCK_STATES,
+    SlurmStateCache,
+    StuckGuard,
+    default_state_dir,
+    interrupt_message,
+    latest_iteration,
+    progress_line,
+)
 
-# sacct states in which a job is still alive (it may finish): reattach and wait.
-ALIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "RESIZING", "SUSPENDED", "READY"}
-# States a job can hang in forever without finishing (submitit waits forever on these): wall-clock guarded.
-STUCK_STATES = {"PREEMPTED", "UNKNOWN"}
+__all__ = [
+    "ALIVE_STATES",
+    "STUCK_STATES",
+    "InfraFailure",
+    "SubmitSettings",
+    "execute_run",
+    "job_main",
+    "slurm_parameters",
+    "submit_and_wait",
+]
 
 
 class InfraFailure(RuntimeError):
@@ -40,6 +65,10 @@ class InfraFailure(RuntimeError):
     def __init__(self, state: str, message: str):
         self.state = state
         super().__init__(f"{state}: {message}")
+
+
+class ControllerGone(SystemExit):
+    """The Snakemake controller died (kill -9, closed terminal): leave the Slurm job for a later reattach."""
 
 
 def utc_now() -> str:
@@ -71,6 +100,7 @@ def job_main(argv: list[str], env: Mapping[str, str], log_path: str, cwd: str | 
         "exit_code": exit_code,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "slurm_nodelist": os.environ.get("SLURM_JOB_NODELIST"),
+        "slurm_restart_count": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
     }
 
 
@@ -85,7 +115,7 @@ def _provenance(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Controller side
+# Settings
 
 
 @dataclass
@@ -93,30 +123,177 @@ class SubmitSettings:
     cluster: str = "local"  # local | slurm | debug
     timeout_min: int = 10
     gpus_per_node: int = 0  # 0: the run's own GPU count on one node
-    slurm: Mapping[str, Any] = field(default_factory=dict)  # slurm_partition, slurm_account, ... (submitit names)
-    poll_s: float = 2.0
+    slurm: Mapping[str, Any] = field(default_factory=dict)  # profiles/slurm/cluster.yaml `slurm:` (see slurm_parameters)
+    poll_s: float = 2.0  # how often a waiter looks for its result pickle (a file stat, no scheduler call)
     stuck_guard_s: float = 1800.0  # how long a job may sit in PREEMPTED/UNKNOWN before we give up on it
 
+    def knob(self, key: str, default: float) -> float:
+        value = self.slurm.get(key)
+        return float(default if value in (None, "") else value)
 
-def _executor(folder: Path, plan: LaunchPlan, s: SubmitSettings, name: str) -> submitit.AutoExecutor:
-    ex = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=s.cluster)
-    params: dict[str, Any] = {"timeout_min": int(s.timeout_min), "name": name}
-    if s.cluster == "local":
-        # submitit's local executor hides all GPUs unless gpus_per_node is set.
-        params["gpus_per_node"] = max(1, plan.gpus_per_node)
-    elif s.cluster == "slurm":
-        params.update(
-            nodes=plan.nodes,
-            gpus_per_node=plan.gpus_per_node,
-            tasks_per_node=1,  # the submitit task starts the training (an srun step for multi-task runs)
+    @property
+    def status_interval_s(self) -> float:
+        """Minimum seconds between two sacct calls of all waiters together (10 s = 6 calls a minute)."""
+        return self.knob("status_interval_s", 10.0)
+
+    @property
+    def progress_interval_s(self) -> float:
+        return self.knob("progress_interval_s", 120.0)
+
+    @property
+    def stuck_limit_s(self) -> float:
+        return self.knob("stuck_guard_min", self.stuck_guard_s / 60.0) * 60.0
+
+    @property
+    def lost_after_s(self) -> float:
+        """A job sacct has no record of for this long after submission is lost (purged, or never reached slurmdbd)."""
+        return self.knob("lost_after_min", 10.0) * 60.0
+
+    @property
+    def result_grace_s(self) -> float:
+        """After sacct says the job ended, how long to wait for its result pickle (shared filesystem lag)."""
+        return self.knob("result_grace_s", 30.0)
+
+    @property
+    def submit_retry_s(self) -> float:
+        """How long sbatch failures (slurmctld restarting, 'Socket timed out') are retried before the rule fails."""
+        return self.knob("submit_retry_s", 300.0)
+
+    def state_cache(self) -> SlurmStateCache:
+        state_dir = self.slurm.get("state_dir") or default_state_dir()
+        return SlurmStateCache(Path(os.path.expanduser(str(state_dir))), min_interval_s=self.status_interval_s)
+
+
+# Names of profiles/slurm/cluster.yaml `slurm:` -> submitit parameters. Keys already spelled the submitit way
+# (slurm_*, or a generic name) pass through unchanged.
+_SUBMITIT_NAMES = {
+    "partition": "slurm_partition",
+    "account": "slurm_account",
+    "qos": "slurm_qos",
+    "constraint": "slurm_constraint",
+    "exclude": "slurm_exclude",
+    "nodelist": "slurm_nodelist",
+    "gres": "slurm_gres",
+    "comment": "slurm_comment",
+    "cpus_per_task": "cpus_per_task",
+    "cpus_per_gpu": "slurm_cpus_per_gpu",
+    "mem_gb": "mem_gb",
+    "mem_per_gpu": "slurm_mem_per_gpu",
+    "mem_per_cpu": "slurm_mem_per_cpu",
+    "signal_delay_s": "slurm_signal_delay_s",
+    "setup": "slurm_setup",
+    "mail_type": "slurm_mail_type",
+    "mail_user": "slurm_mail_user",
+    "wckey": "slurm_wckey",
+}
+_GENERIC = {"cpus_per_task", "mem_gb", "stderr_to_stdout"}
+# Keys graphsweep reads itself (not sbatch parameters).
+_GRAPHSWEEP_KEYS = {
+    "request_gpus", "exclusive", "sbatch", "container_image", "container_mounts", "container_workdir", "srun_args",
+    "graphsweep_dir", "python", "status_interval_s", "progress_interval_s", "stuck_guard_min", "lost_after_min",
+    "result_grace_s", "submit_retry_s", "state_dir",
+}  # fmt: skip
+# Derived per run from its LaunchPlan; a profile setting them would give every shape the same layout.
+_DERIVED = {"nodes", "gpus_per_node", "tasks_per_node", "timeout_min", "slurm_time", "time"}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value == {}
+
+
+def _as_list(value: Any) -> list[str]:
+    if _empty(value):
+        return []
+    if isinstance(value, str):
+        return [v for v in value.split(",") if v]
+    return [str(v) for v in value]
+
+
+def _truthy(value: Any, default: bool) -> bool:
+    if _empty(value):
+        return default
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off")
+    return bool(value)
+
+
+def slurm_parameters(plan: LaunchPlan, slurm: Mapping[str, Any], timeout_min: int, name: str) -> dict[str, Any]:
+    """submitit parameters for one run: the allocation shape from its LaunchPlan, the rest from the profile.
+
+    * nodes, GPUs per node: the plan's (runs/{run_id}/config.yaml); `request_gpus: false` asks for no GPUs (a
+      GPU-less test cluster running the builtin workload on CPU).
+    * A plan whose training is its own srun step (Megatron on Slurm, containers) gets one task per GPU in the
+      allocation and runs the submitit task directly in the batch script (no srun around it: NeMo containers have
+      no submitit); other plans run as one srun task.
+    * `exclusive: true` -> --exclusive; `sbatch: {key: value}` -> extra `#SBATCH --key=value` lines.
+    """
+    unknown = sorted(k for k in slurm if k in _DERIVED)
+    if unknown:
+        raise ValueError(
+            f"slurm: {', '.join(unknown)} cannot be set in the profile: nodes and GPUs come from each run's launch "
+            "plan (runs/{run_id}/config.yaml) and the time limit from the spec's executor.timeout_min x attempt"
         )
-        params.update({k: v for k, v in s.slurm.items() if v not in (None, "", [], {})})
-    ex.update_parameters(**params)
-    return ex
+    params: dict[str, Any] = {"timeout_min": int(timeout_min), "name": name, "nodes": int(plan.nodes)}
+    if _truthy(slurm.get("request_gpus"), True) and plan.gpus_per_node > 0:
+        params["gpus_per_node"] = int(plan.gpus_per_node)
+    if plan.srun:
+        params["tasks_per_node"] = max(1, int(plan.tasks_per_node))
+        params["slurm_use_srun"] = False
+    else:
+        params["tasks_per_node"] = 1
+    for key, value in slurm.items():
+        if key in _GRAPHSWEEP_KEYS or _empty(value):
+            continue
+        target = _SUBMITIT_NAMES.get(key, key)
+        if not (target.startswith("slurm_") or target in _GENERIC):
+            raise ValueError(
+                f"slurm: unknown setting {key!r}. Use one of {sorted(_SUBMITIT_NAMES)}, a submitit slurm_* parameter, "
+                f"or graphsweep's {sorted(_GRAPHSWEEP_KEYS)}"
+            )
+        params[target] = value
+    extra = dict(params.pop("slurm_additional_parameters", {}) or {})
+    extra.update({str(k).replace("-", "_"): v for k, v in (slurm.get("sbatch") or {}).items()})
+    if _truthy(slurm.get("exclusive"), False):
+        params["slurm_exclusive"] = True
+    if extra:
+        params["slurm_additional_parameters"] = extra
+    if "slurm_signal_delay_s" not in params:
+        # submitit signals the job (USR2) 90 s before the limit; on a short limit that would be at once.
+        params["slurm_signal_delay_s"] = int(min(90, max(10, timeout_min * 60 // 6)))
+    return params
+
+
+def job_argv(plan: LaunchPlan, slurm: Mapping[str, Any]) -> list[str]:
+    """The command job_main starts: the training, as its own srun step when the plan says so.
+
+    A profile's container settings apply to such a step when the spec did not already set them.
+    """
+    if not plan.srun:
+        return list(plan.argv)
+    args = list(plan.srun_args)
+    image = slurm.get("container_image")
+    if image and not any(a.startswith("--container-image") for a in args):
+        repo = str(Path(slurm.get("graphsweep_dir") or Path(__file__).resolve().parent.parent))
+        mounts = [f"{repo}:{repo}", *_as_list(slurm.get("container_mounts"))]
+        args += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}", "--no-container-mount-home"]
+        if slurm.get("container_workdir"):
+            args.append(f"--container-workdir={slurm['container_workdir']}")
+    for flag in _as_list(slurm.get("srun_args")):
+        if flag not in args:
+            args.append(flag)
+    return ["srun", *args, *plan.argv]
+
+
+# --------------------------------------------------------------------------------------------------
+# Side files
 
 
 def _side_file(jobs_dir: Path) -> Path:
     return jobs_dir / "job.json"
+
+
+def _failure_file(jobs_dir: Path) -> Path:
+    return jobs_dir / "failed.json"
 
 
 def _read_side(jobs_dir: Path) -> dict[str, Any] | None:
@@ -126,46 +303,256 @@ def _read_side(jobs_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def _write_side(jobs_dir: Path, record: dict[str, Any]) -> None:
+def _write_side(jobs_dir: Path, record: Mapping[str, Any], path: Path | None = None) -> None:
     jobs_dir.mkdir(parents=True, exist_ok=True)
-    tmp = _side_file(jobs_dir).with_suffix(".tmp")
+    target = path or _side_file(jobs_dir)
+    tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(_side_file(jobs_dir))
+    tmp.replace(target)
 
 
-def _reattach(side: dict[str, Any], say: Callable[[str], None]) -> submitit.Job | None:
-    """A Slurm job from a previous controller that is alive or finished with a result; None otherwise."""
-    if side.get("cluster") != "slurm":
-        return None  # a local job's id is a PID of a dead controller: nothing to reattach to
-    job = submitit.SlurmJob(folder=side["folder"], job_id=str(side["job_id"]))
-    result_pickle = Path(side["folder"].replace("%j", str(side["job_id"]))) / f"{side['job_id']}_0_result.pkl"
-    state = job.watcher.get_state(str(side["job_id"]), mode="force")
-    if result_pickle.exists() or state in ALIVE_STATES | {"COMPLETED"}:
-        say(f"reattaching to Slurm job {side['job_id']} (state {state}) instead of submitting a new one")
-        return job
-    say(f"previous Slurm job {side['job_id']} ended {state} without a result; submitting a new one")
-    return None
+def read_failure(jobs_dir: Path) -> dict[str, Any] | None:
+    """The last infrastructure failure of a run (for `graphsweep status`), None when there is none."""
+    try:
+        return json.loads(_failure_file(jobs_dir).read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def _wait(job: submitit.Job, s: SubmitSettings, say: Callable[[str], None], progress: Callable[[], str]) -> None:
-    stuck_since: float | None = None
-    last_note = 0.0
-    while not job.done():
-        state = job.state if s.cluster == "slurm" else "RUNNING"
-        if state in STUCK_STATES:
-            stuck_since = stuck_since or time.monotonic()
-            if time.monotonic() - stuck_since > s.stuck_guard_s:
-                raise InfraFailure(state, f"job {job.job_id} stuck in {state} for over {s.stuck_guard_s:.0f} s")
+def result_pickle(side: Mapping[str, Any]) -> Path:
+    job_id = str(side["job_id"])
+    return Path(str(side["folder"]).replace("%j", job_id)) / f"{job_id}_0_result.pkl"
+
+
+# --------------------------------------------------------------------------------------------------
+# Controller side: Slurm
+
+
+class _Waiter:
+    """Waits for one Slurm job: result pickle first, states from the shared sacct cache, no per-process sacct."""
+
+    def __init__(self, run_id: str, side: Mapping[str, Any], s: SubmitSettings, say: Callable[[str], None]):
+        self.run_id, self.side, self.s, self.say = run_id, side, s, say
+        self.job_id = str(side["job_id"])
+        self.pickle = result_pickle(side)
+        self.cache = s.state_cache()
+        self.parent = os.getppid()  # the Snakemake controller: the script is its direct child
+        self.cache.register(self.job_id, run_id, side.get("log"), controller=self.parent)
+
+    def controller_alive(self) -> bool:
+        return os.getppid() == self.parent
+
+    def state_now(self, deadline_s: float = 120.0) -> tuple[str | None, bool]:
+        """(state, sacct_ok) from a cache refresh made after this call started (reattach decisions)."""
+        t0, end = time.time(), time.monotonic() + deadline_s
+        while True:
+            view = self.cache.lookup(self.job_id)
+            if view.queried_at >= t0 or time.monotonic() > end:
+                return (view.record.state if view.record else None), view.ok
+            time.sleep(min(1.0, self.s.status_interval_s / 4))
+
+    def wait(self) -> str:
+        """Block until the result pickle exists; return the last known state. Raise InfraFailure when it never will."""
+        s = self.s
+        guard = StuckGuard(s.stuck_limit_s)
+        submitted = time.time()
+        absent_since: float | None = None
+        ended: tuple[str, float] | None = None
+        state = "SUBMITTED"
+        next_check = 0.0
+        while True:
+            if self.pickle.exists():
+                return state
+            if not self.controller_alive():
+                self.say(
+                    f"{self.run_id}: the Snakemake controller is gone; leaving Slurm job {self.job_id} ({state}) "
+                    "running. Run the same snakemake command again to reattach, or cancel it: scancel "
+                    f"{self.job_id}"
+                )
+                raise ControllerGone(1)
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + s.status_interval_s * random.uniform(0.5, 1.0)
+                view = self.cache.lookup(self.job_id)
+                if view.record is None:
+                    if view.ok and view.queried_at > submitted:
+                        absent_since = absent_since or now
+                        if now - absent_since > s.lost_after_s:
+                            raise InfraFailure(
+                                "LOST", f"sacct has had no record of job {self.job_id} for {now - absent_since:.0f} s"
+                            )
+                else:
+                    absent_since = None
+                    state = view.record.state
+                    stuck = guard.observe(state, now)
+                    if stuck:
+                        self._cancel()
+                        raise InfraFailure(state, f"job {self.job_id} {stuck}; cancelled it so a retry can run")
+                    if state not in ALIVE_STATES and state not in STUCK_STATES:
+                        # Ended. A result may still be on its way over a shared filesystem.
+                        if ended is None or ended[0] != state:
+                            ended = (state, now)
+                        elif now - ended[1] > s.result_grace_s:
+                            reason = f" ({view.record.reason})" if view.record.reason not in ("", "None") else ""
+                            raise InfraFailure(
+                                state,
+                                f"job {self.job_id} ended {state}{reason} after {view.record.elapsed} without a result "
+                                f"(time limit {view.record.timelimit})",
+                            )
+                self._progress()
+            time.sleep(s.poll_s)
+
+    def _progress(self) -> None:
+        jobs = self.cache.progress_due(self.parent, self.s.progress_interval_s)
+        if jobs:
+            self.say(progress_line(jobs))
+
+    def _cancel(self) -> None:
+        subprocess.run(["scancel", self.job_id], capture_output=True, timeout=60, check=False)
+
+    def interrupted(self) -> None:
+        """Ctrl-C / SIGTERM: one waiter per controller prints what is left running and how to cancel or reattach."""
+        jobs = self.cache.interrupted(self.parent)
+        if jobs is not None:
+            self.say(interrupt_message(jobs))
+
+    def forget(self) -> None:
+        self.cache.forget(self.job_id)
+
+
+class _Interrupted(BaseException):
+    def __init__(self, signum: int):
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:  # noqa: ARG001
+    raise _Interrupted(signum)
+
+
+def _submit_slurm(
+    run_id: str, plan: LaunchPlan, jobs_dir: Path, s: SubmitSettings, attempt: int, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """sbatch through submitit; retried while slurmctld is unreachable (restart, 'Socket timed out')."""
+    folder = jobs_dir / "submitit"
+    job_log = jobs_dir / "logs" / f"{dt.datetime.now():%Y%m%d-%H%M%S}-attempt{attempt}.log"
+    ex = submitit.AutoExecutor(
+        folder=str(folder / "%j"), cluster="slurm", **({"slurm_python": s.slurm["python"]} if s.slurm.get("python") else {})
+    )
+    ex.update_parameters(**slurm_parameters(plan, s.slurm, s.timeout_min, name=f"gs-{run_id}"[:64]))
+    argv = job_argv(plan, s.slurm)
+    deadline = time.monotonic() + s.submit_retry_s
+    while True:
+        try:
+            job = ex.submit(job_main, argv, dict(plan.env), str(job_log.resolve()))
+            break
+        except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as exc:
+            text = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]
+            if time.monotonic() > deadline:
+                raise InfraFailure("SUBMIT", f"sbatch kept failing for {s.submit_retry_s:.0f} s: {text[0]}") from exc
+            say(f"{run_id}: sbatch failed ({text[0][:200]}); retrying in 15 s")
+            time.sleep(15)
+    side = {
+        "cluster": "slurm",
+        "job_id": str(job.job_id),
+        "folder": str((folder / "%j").resolve()),
+        "log": str(job_log.resolve()),
+        "attempt": attempt,
+        "timeout_min": int(s.timeout_min),
+        "submitted_utc": utc_now(),
+    }
+    _write_side(jobs_dir, side)
+    say(f"submitted {run_id} as Slurm job {job.job_id} (time limit {s.timeout_min} min, attempt {attempt})")
+    return side
+
+
+def _slurm_outcome(side: Mapping[str, Any]) -> dict[str, Any]:
+    """The job function's return value from its result pickle; InfraFailure when the wrapper itself failed."""
+    outcome, value = submitit.core.utils.pickle_load(result_pickle(side))
+    if outcome == "success":
+        return dict(value)
+    text = str(value)
+    if "timed-out" in text:  # submitit's USR2 handler: "Job not requeued because: timed-out and not checkpointable."
+        raise InfraFailure("TIMEOUT", f"job {side['job_id']} hit its time limit of {side.get('timeout_min')} min")
+    raise InfraFailure("FAILED", f"job {side['job_id']}'s wrapper raised: {text.strip().splitlines()[-1][:300]}")
+
+
+def _wait_slurm(
+    run_id: str, jobs_dir: Path, plan: LaunchPlan, s: SubmitSettings, attempt: int, say: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    side = _read_side(jobs_dir)
+    waiter: _Waiter | None = None
+    if side and side.get("cluster") == "slurm":
+        waiter = _Waiter(run_id, side, s, say)
+        if not waiter.pickle.exists():
+            state, ok = waiter.state_now()
+            if state in ALIVE_STATES | STUCK_STATES or (state is None and not ok):
+                say(f"reattaching {run_id} to Slurm job {side['job_id']} (state {state or 'unknown: sacct failed'})")
+            else:
+                say(f"previous Slurm job {side['job_id']} of {run_id} ended {state or 'without a sacct record'} "
+                    "without a result; submitting a new one")  # fmt: skip
+                waiter.forget()
+                waiter = None
         else:
-            stuck_since = None
+            say(f"reattaching {run_id} to Slurm job {side['job_id']} (finished, result present)")
+    if waiter is None:
+        side = _submit_slurm(run_id, plan, jobs_dir, s, attempt, say)
+        waiter = _Waiter(run_id, side, s, say)
+    assert side is not None
+    old = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        state = waiter.wait()
+    except _Interrupted as exc:
+        waiter.interrupted()
+        raise SystemExit(128 + exc.signum) from None
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    try:
+        facts = _slurm_outcome(side)
+    finally:
+        waiter.forget()
+    return facts, side, "COMPLETED" if state in ALIVE_STATES | {"SUBMITTED"} else state
+
+
+# --------------------------------------------------------------------------------------------------
+# Controller side: local / debug executors
+
+
+def _executor(folder: Path, plan: LaunchPlan, s: SubmitSettings, name: str) -> submitit.AutoExecutor:
+    ex = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=s.cluster)
+    params: dict[str, Any] = {"timeout_min": int(s.timeout_min), "name": name}
+    if s.cluster == "local":
+        # submitit's local executor hides all GPUs unless gpus_per_node is set.
+        params["gpus_per_node"] = max(1, plan.gpus_per_node)
+    ex.update_parameters(**params)
+    return ex
+
+
+def _wait_local(
+    run_id: str, jobs_dir: Path, plan: LaunchPlan, s: SubmitSettings, attempt: int, say: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """A local job's id is a PID of this controller's child: nothing to reattach to, always a fresh job."""
+    job_log = jobs_dir / "logs" / f"{dt.datetime.now():%Y%m%d-%H%M%S}-attempt{attempt}.log"
+    ex = _executor(jobs_dir / "submitit", plan, s, name=f"gs-{run_id}"[:64])
+    job = ex.submit(job_main, list(plan.argv), dict(plan.env), str(job_log.resolve()))
+    side = {
+        "cluster": s.cluster,
+        "job_id": str(job.job_id),
+        "folder": str((jobs_dir / "submitit" / "%j").resolve()),
+        "log": str(job_log.resolve()),
+        "attempt": attempt,
+        "timeout_min": int(s.timeout_min),
+        "submitted_utc": utc_now(),
+    }
+    _write_side(jobs_dir, side)
+    say(f"submitted {run_id} as {s.cluster} job {job.job_id}")
+    last_note = time.monotonic()
+    while not job.done():
         if time.monotonic() - last_note > 60:
-            say(f"job {job.job_id}: {state} {progress()}".rstrip())
+            it = latest_iteration(job_log)
+            say(f"{run_id}: job {job.job_id} running" + (f", iteration {it[0]}/{it[1]}" if it else ""))
             last_note = time.monotonic()
         time.sleep(s.poll_s)
-
-
-def _collect(job: submitit.Job, s: SubmitSettings) -> tuple[dict[str, Any], str | None]:
-    """The job's facts and its final scheduler state; raise InfraFailure when it produced no result."""
     try:
         facts = job.result()
     except submitit.core.utils.FailedJobError as exc:  # subclass of UncompletedJobError: catch first
@@ -174,14 +561,24 @@ def _collect(job: submitit.Job, s: SubmitSettings) -> tuple[dict[str, Any], str 
             raise InfraFailure("TIMEOUT", "the job hit its time limit (submitit: timed-out and not checkpointable)")
         raise InfraFailure("FAILED", f"the job's wrapper raised: {text.strip().splitlines()[-1][:300]}")
     except submitit.core.utils.UncompletedJobError as exc:
-        state = "UNKNOWN"
-        if s.cluster == "slurm":
-            state = job.watcher.get_state(job.job_id, mode="force")
-        raise InfraFailure(state, f"job {job.job_id} produced no result: {str(exc).strip()[:300]}")
-    state = "COMPLETED"
-    if s.cluster == "slurm":
-        state = job.watcher.get_state(job.job_id, mode="force")
-    return facts, state
+        raise InfraFailure("UNKNOWN", f"job {job.job_id} produced no result: {str(exc).strip()[:300]}")
+    return facts, side, "COMPLETED"
+
+
+# --------------------------------------------------------------------------------------------------
+# Controller side: both
+
+
+def _link(src: Path, dst: Path) -> None:
+    """dst becomes the job's log: a hard link (no copy of a large log), a copy across filesystems."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    tmp.replace(dst)
 
 
 def submit_and_wait(
@@ -192,44 +589,39 @@ def submit_and_wait(
     settings: SubmitSettings,
     attempt: int = 1,
     say: Callable[[str], None] = print,
-    progress: Callable[[], str] = lambda: "",
+    progress: Callable[[], str] | None = None,  # noqa: ARG001 - kept for callers; progress comes from the log tail
 ) -> dict[str, Any]:
     """Submit (or reattach to) the job of one run, wait for it, and return its run.json record."""
-    side = _read_side(jobs_dir)
-    job = _reattach(side, say) if side else None
-    if job is None:
-        if log_path.exists():
-            log_path.unlink()  # a new job starts a new log; earlier attempts live under jobs_dir
-        ex = _executor(jobs_dir / "submitit", plan, settings, name=f"gs-{run_id}"[:64])
-        job = ex.submit(job_main, list(plan.argv), dict(plan.env), str(log_path.resolve()))
-        side = {
-            "cluster": settings.cluster,
-            "job_id": str(job.job_id),
-            "folder": str((jobs_dir / "submitit" / "%j").resolve()),
-            "attempt": attempt,
-            "submitted_utc": utc_now(),
-        }
-        _write_side(jobs_dir, side)
-        say(f"submitted {run_id} as {settings.cluster} job {job.job_id}")
-    _wait(job, settings, say, progress)
+    jobs_dir.mkdir(parents=True, exist_ok=True)
+    wait = _wait_slurm if settings.cluster == "slurm" else _wait_local
+    side: dict[str, Any] | None = None
     try:
-        facts, state = _collect(job, settings)
-    except InfraFailure:
-        # keep this attempt's evidence, forget the job so the retry submits a fresh one
-        if log_path.exists():
-            shutil.copy(log_path, jobs_dir / f"log.{side['job_id']}.txt")
+        facts, side, state = wait(run_id, jobs_dir, plan, settings, attempt, say)
+    except InfraFailure as exc:
+        # Forget the job so the retry submits a fresh one; its log stays under jobs_dir/logs as evidence.
+        failed = _read_side(jobs_dir) or {}
+        _write_side(jobs_dir, {**failed, "state": exc.state, "message": str(exc), "failed_utc": utc_now(),
+                               "attempt": attempt}, _failure_file(jobs_dir))  # fmt: skip
         _side_file(jobs_dir).unlink(missing_ok=True)
+        say(f"{run_id}: infrastructure failure, will be retried: {exc}")
         raise
+    job_log = Path(side.get("log") or log_path)
+    if job_log.exists() and job_log.resolve() != log_path.resolve():
+        _link(job_log, log_path)
+    elif not log_path.exists():
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("[graphsweep] the job produced no training output\n")
     record = {
         "run_id": run_id,
         "executor": settings.cluster,
-        "job_id": str(job.job_id),
+        "job_id": str(side["job_id"]),
         "attempt": attempt,
         "state": state,
         "command": plan.shell(),
         "gpus": plan.gpus,
         "nodes": plan.nodes,
         "submitted_utc": side.get("submitted_utc"),
+        "time_limit_min": side.get("timeout_min"),
         **facts,
     }
     record["gpu_seconds"] = round(plan.gpus * float(record.get("wall_s") or 0.0), 3)
@@ -246,10 +638,6 @@ def write_json(path: Path, record: Mapping[str, Any]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
     tmp.replace(path)
-
-
-if __name__ == "__main__":  # pragma: no cover - debugging aid
-    print(json.dumps(asdict(SubmitSettings()), indent=1), file=sys.stderr)
 
 
 def plan_from_config(cfg: Mapping[str, Any]) -> LaunchPlan:
@@ -291,7 +679,7 @@ def execute_run(
     if cluster:
         overrides["cluster"] = cluster
     if slurm:
-        overrides["slurm"] = {**cfg["executor"].get("slurm", {}), **slurm}
+        overrides["slurm"] = {**(cfg["executor"].get("slurm") or {}), **slurm}
     settings = settings_from_spec(cfg["executor"], overrides)
     run_id = cfg["run"]["run_id"]
     record = submit_and_wait(run_id, plan, log_path, jobs_dir, settings, attempt, say)
@@ -307,4 +695,9 @@ def execute_run(
         record["previous_attempts"] = [first]
     write_json(run_json, record)
     _side_file(jobs_dir).unlink(missing_ok=True)  # finished: nothing to reattach to any more
+    _failure_file(jobs_dir).unlink(missing_ok=True)
     return record
+
+
+if __name__ == "__main__":  # pragma: no cover - debugging aid
+    print(json.dumps(asdict(SubmitSettings()), indent=1), file=sys.stderr)
