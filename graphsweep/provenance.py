@@ -18,6 +18,7 @@ in which the runs of a cell disagree (anchors idea 12: refuse to compare across 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import importlib.metadata as md
 import json
@@ -121,6 +122,16 @@ def _dist_version(names: Iterable[str]) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=8)
+def _torch_probe(python: str, timeout: float) -> dict[str, Any] | None:
+    """torch / CUDA / cuDNN / NCCL versions as that interpreter's torch reports them (once per process)."""
+    out = _run([python, "-c", _TORCH_PROBE], timeout=timeout)
+    try:
+        return json.loads(out.strip().splitlines()[-1]) if out else None
+    except ValueError:
+        return None
+
+
 def library_versions(python: str | None = None, torch_timeout: float = 60.0) -> tuple[dict[str, Any], list[str]]:
     """Python and the CUDA stack. torch's CUDA/cuDNN/NCCL versions need an import: done in a child process."""
     errors: list[str] = []
@@ -128,13 +139,9 @@ def library_versions(python: str | None = None, torch_timeout: float = 60.0) -> 
     for key, names in DISTRIBUTIONS.items():
         v[key] = _dist_version(names)
     if v["torch"]:
-        out = _run([python or sys.executable, "-c", _TORCH_PROBE], timeout=torch_timeout)
-        try:
-            probed = json.loads(out.strip().splitlines()[-1]) if out else None
-        except ValueError:
-            probed = None
+        probed = _torch_probe(python or sys.executable, torch_timeout)
         if probed:
-            v.update({k: (str(val) if val is not None else None) for k, val in probed.items()})
+            v.update({k: (str(val) if val is not None else None) for k, val in dict(probed).items()})
         else:
             errors.append("torch probe failed (python -c 'import torch')")
     v.setdefault("cuda", None)

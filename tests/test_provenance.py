@@ -1,0 +1,127 @@
+"""Provenance is collected inside the real job, lands in runs.parquet, and keeps arms from different environments
+from being compared."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from graphsweep import provenance
+from graphsweep.aggregate import aggregate
+from graphsweep.compare import compare
+from graphsweep.plan import write_plan, write_run_config
+from graphsweep.runfiles import parse_run_dir
+from graphsweep.spec import load_spec
+from graphsweep.submit import execute_run, job_main
+from tests.conftest import ROOT
+
+PROBE = ROOT / "tests" / "fixtures" / "logs" / "h200-probe"
+GRAPH_ENV = {"NCCL_GRAPH_REGISTER": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
+
+def test_a_real_job_records_what_produced_it(tmp_path):
+    """Through the run rule's own path: config.yaml -> submitit (local) -> job_main -> run.json."""
+    cfg = {
+        "run": {"run_id": "r1"},
+        "launch": {"argv": [sys.executable, "-c", "print('training')"],
+                   "env": {**GRAPH_ENV, "GRAPHSWEEP_CONTAINER_IMAGE": "nvcr.io/nvidia/nemo:25.09", "MY_TOKEN": "s3cret"}},
+        "executor": {"cluster": "local", "timeout_min": 5},
+    }  # fmt: skip
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    record = execute_run(tmp_path / "config.yaml", tmp_path / "run.json", tmp_path / "log.txt", tmp_path / "jobs",
+                         say=lambda _: None)  # fmt: skip
+    prov = json.loads((tmp_path / "run.json").read_text())["provenance"]
+    assert record["exit_code"] == 0 and "error" not in prov
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert prov["graphsweep"]["git_sha"] == head and isinstance(prov["graphsweep"]["git_dirty"], bool)
+    assert prov["versions"]["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert prov["versions"]["torch"] == md.version("torch")
+    assert prov["container"] == {"image": "nvcr.io/nvidia/nemo:25.09", "source": "GRAPHSWEEP_CONTAINER_IMAGE"}
+    assert prov["env"]["NCCL_GRAPH_REGISTER"] == "0" and "MY_TOKEN" not in prov["env"]
+    assert prov["nodes"] == prov["host"]  # no Slurm: the job's own host
+    flat = provenance.flatten(prov)
+    assert flat["prov_container"] == "nvcr.io/nvidia/nemo:25.09" and flat["prov_torch"] == md.version("torch")
+    assert json.loads(flat["prov_env"]) == {**GRAPH_ENV}
+
+
+def test_collect_does_not_raise_without_git_or_nvidia_smi(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    prov = provenance.collect({"SLURM_JOB_ID": "42", "SLURM_JOB_PARTITION": "h200", "SLURM_JOB_NODELIST": "gpu[01-02]"})
+    assert prov["gpu"] == {} and "git_sha" not in prov["graphsweep"]
+    assert prov["slurm"] == {"job_id": "42", "partition": "h200", "nodelist": "gpu[01-02]"}
+    assert prov["nodes"] == "gpu[01-02]"
+
+
+def test_training_side_line_wins_for_versions(tmp_path):
+    """The job runs outside the container on Slurm; the line the training prints inside it has the real versions."""
+    line = provenance.log_line({"GRAPHSWEEP_CONTAINER_IMAGE": "nemo:25.11", **GRAPH_ENV})
+    log = tmp_path / "log.txt"
+    log.write_text("setup\n" + line + "\n iteration        1/      30 | ...\n")
+    found = provenance.from_logs([log])
+    merged = provenance.merge({"versions": {"torch": "controller-torch", "python": "3.11.0"}, "container": {}}, found)
+    assert merged["versions"]["torch"] == md.version("torch")
+    assert merged["container"]["image"] == "nemo:25.11"
+
+
+def _row(**prov):
+    return {"provenance": json.dumps(prov)}
+
+
+def test_differences_name_the_field_and_both_values():
+    e = [_row(container={"image": "nemo:25.09"}, gpu={"name": "NVIDIA H200"})] * 2
+    g = [_row(container={"image": "nemo:25.11"}, gpu={"name": "NVIDIA H200"})]
+    diffs = provenance.differences(e, g)
+    assert [d.field for d in diffs] == ["prov_container"]
+    assert diffs[0].describe() == "container: eager nemo:25.09 vs graph nemo:25.11"
+    # unknown is not a difference (an ingested log without provenance next to a recorded run)
+    assert provenance.differences(e, [_row(gpu={"name": "NVIDIA H200"})]) == []
+    # drift inside one arm is named as such
+    mixed = [_row(gpu={"driver": "580.1"}), _row(gpu={"driver": "575.2"})]
+    assert provenance.differences(mixed, [_row(gpu={"driver": "580.1"})])[0].describe() == \
+        "driver differs between eager runs (575.2, 580.1)"
+    env = provenance.differences([_row(env={"NCCL_GRAPH_REGISTER": "1"})], [_row(env={"NCCL_GRAPH_REGISTER": "0"})])
+    assert "NCCL_GRAPH_REGISTER: eager 1 vs graph 0" in env[0].describe()
+
+
+def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
+    """Real jobs (job_main) replay real H200 logs; one shape's graph runs come from another container."""
+    spec_path = tmp_path / "sweep.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "sweep": "prov", "workload": {"kind": "megatron_bridge", "recipe": "vanilla_gpt_pretrain_config"},
+        "axes": {"model.seq_length": [1024, 2048]}, "variants": [{"name": "graph", "impl": "full_iteration"}],
+        "repeats": 2, "warmup": 3, "iterations": 26, "preflight": "none",
+    }))  # fmt: skip
+    spec = load_spec(spec_path)
+    out = tmp_path / "results" / "prov"
+    write_plan(spec, out / "plan.parquet")
+    run_dirs = []
+    for run in spec.runs():
+        image = "nemo:25.11" if run.arm == "graph" and run.shape["model.seq_length"] == 2048 else "nemo:25.09"
+        log = PROBE / f"medium-{run.arm}-{run.repeat}.log"
+        d = out / "runs" / run.run_id
+        write_run_config(run, d / "config.yaml")
+        facts = job_main(["cat", str(log)], {"GRAPHSWEEP_CONTAINER_IMAGE": image}, str(d / "log.txt"))
+        (d / "run.json").write_text(json.dumps({"run_id": run.run_id, "executor": "local", "state": "COMPLETED",
+                                                "attempt": 1, **facts}))  # fmt: skip
+        parse_run_dir(d, d / "iterations.parquet", d / "summary.json")
+        run_dirs.append(d)
+    aggregate(out / "plan.parquet", run_dirs, out / "runs.parquet", out / "iterations.parquet")
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert set(runs.prov_container) == {"nemo:25.09", "nemo:25.11"}
+    assert runs.prov_key.nunique() == 2
+    cmp = compare(out / "plan.parquet", out / "runs.parquet", out / "iterations.parquet", out / "comparison.parquet")
+    by_len = {int(r["model.seq_length"]): r for _, r in cmp.iterrows()}
+    same, other = by_len[1024], by_len[2048]
+    assert same.verdict in ("speedup", "inconclusive") and same.speedup > 1  # the probe's graph really is faster
+    assert other.verdict == "not-comparable"
+    assert "container: eager nemo:25.09 vs graph nemo:25.11" in other.reason
+    assert pd.isna(other.speedup) and pd.isna(other.ci_low) and list(other.not_comparable_fields) == ["prov_container"]
+    written = pd.read_parquet(out / "comparison.parquet")
+    assert set(written.verdict) == {same.verdict, "not-comparable"}
