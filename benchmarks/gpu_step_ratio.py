@@ -10,6 +10,10 @@ eager wall / kernel busy is how launch-bound the eager baseline is (what a graph
     python benchmarks/gpu_step_ratio.py --hidden 1024 --layers 8 --heads 16 --seq-length 512 --micro-batch 2
 
 Needs CUDA: without it, it exits 3 with one line on stderr.
+
+Seen on one H200 (torch 2.11.0+cu130, 2026-11-30), the shape above, 30 steps each: eager wall 16.7 ms,
+eager kernel busy 10.2 ms (1.64x); graph wall 6.53 ms, graph GPU span 6.51 ms (1.003x), graph kernel
+busy 6.15 ms (1.06x); eager / graph 2.56x.
 """
 
 from __future__ import annotations
