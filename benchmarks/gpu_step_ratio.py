@@ -68,7 +68,7 @@ def kernel_busy_ms(fn: Callable[[], object], n: int) -> float | None:
     return device_us / 1e3 / n if device_us > 0 else None
 
 
-def build(cfg: workload.WorkloadConfig, dtype: torch.dtype, capturable: bool):
+def build(cfg: workload.WorkloadConfig, dtype: torch.dtype, capturable: bool) -> Callable[[], object]:
     torch.manual_seed(cfg.seed)
     model = workload.GPT(cfg.vocab, cfg.hidden, cfg.heads, cfg.layers, cfg.seq_length).cuda().to(dtype)
     opt = torch.optim.AdamW(model.parameters(), lr=workload.LR, capturable=capturable)
