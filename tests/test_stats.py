@@ -1,0 +1,269 @@
+"""graphsweep.stats: steady windows and cell verdicts behave as a performance engineer expects."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphsweep.stats import (
+    CI_WITHIN_RUN,
+    ArmRun,
+    aa_false_positive_rate,
+    benjamini_hochberg,
+    judge_cell,
+    steady_window,
+)
+
+LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
+# Megatron Bridge training_log (train_utils.py, 0.2-0.6; shared docs/megatron-reference.md §5.1)
+ITER_RE = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([0-9.]+)")
+
+
+def runs(arm: str, medians: list[float], *, n_iter: int = 30, jitter: float = 0.005, seed: int = 0, **kw) -> list[ArmRun]:
+    """Completed runs with the given steady medians and small deterministic within-run noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, m in enumerate(medians):
+        x = m * (1 + jitter * rng.standard_normal(n_iter))
+        x += m - np.median(x)  # exact median, so the test controls the between-run spread
+        out.append(ArmRun(f"{arm}-r{i + 1}", "completed", x.tolist(), **kw))
+    return out
+
+
+def failed(arm: str, outcome: str, reason: str = "", n: int = 1, **kw) -> list[ArmRun]:
+    return [ArmRun(f"{arm}-{outcome}-{i + 1}", outcome, [], reason=reason, **kw) for i in range(n)]
+
+
+def read_log(name: str) -> tuple[list[int], list[float]]:
+    its, ms = [], []
+    for line in (LOGS / name).read_text(errors="replace").splitlines():
+        m = ITER_RE.search(line)
+        if m:
+            its.append(int(m[1]))
+            ms.append(float(m[2]))
+    return its, ms
+
+
+# ---------------------------------------------------------------- timing verdicts
+
+
+def test_clear_20_percent_speedup_with_three_repeats_is_a_speedup():
+    v = judge_cell(runs("eager", [100.0, 102.0, 99.0]), runs("graph", [83.0, 84.5, 82.5], seed=1))
+    assert v.verdict == "speedup"
+    assert v.speedup == pytest.approx(1.2, abs=0.02)
+    assert 1.02 < v.ci_low < v.speedup < v.ci_high
+    assert v.ci_method.startswith("between-runs t on log-ratios (n=3+3")
+    assert (v.n_eager, v.n_graph) == (3, 3)
+    assert v.eager_step_ms == pytest.approx(100.0) and v.graph_step_ms == pytest.approx(83.0)
+    assert v.p_value < 0.01
+    assert v.paired_outcome == "both-completed"
+
+
+def test_identical_arms_are_neutral():
+    v = judge_cell(runs("eager", [50.0, 50.2, 49.9]), runs("graph", [50.1, 49.9, 50.0], seed=1))
+    assert v.verdict == "neutral"
+    assert 0.98 <= v.ci_low <= 1 <= v.ci_high <= 1.02
+    assert "inside 1 ± 0.02" in v.reason
+
+
+def test_slowdown_when_graph_clearly_slower():
+    v = judge_cell(runs("eager", [40.0, 40.3, 39.8]), runs("graph", [44.0, 44.4, 43.9], seed=1))
+    assert v.verdict == "slowdown" and v.ci_high < 0.98
+
+
+def test_noise_larger_than_the_effect_is_inconclusive_and_says_more_repeats_decide():
+    # launch-bound eager jobs of one shape at 15 and 18 ms (h200-probe): a 5 % effect cannot be told apart
+    v = judge_cell(runs("eager", [15.0, 18.0, 16.5]), runs("graph", [14.3, 17.1, 15.7], seed=1))
+    assert v.verdict == "inconclusive"
+    assert v.ci_low < 1.02 and v.ci_high > 1.02
+    assert "more repeats would decide" in v.reason
+    assert re.search(r"about \d+ repeats per arm", v.reason)
+
+
+def test_effect_inside_margin_but_uncertain_is_inconclusive_not_neutral():
+    v = judge_cell(runs("eager", [50.0, 51.5, 49.0]), runs("graph", [49.5, 50.0, 50.5], seed=1))
+    assert v.verdict == "inconclusive"
+
+
+def test_one_repeat_uses_within_run_interval_and_says_so():
+    v = judge_cell(runs("eager", [20.0], jitter=0.02), runs("graph", [10.0], jitter=0.02, seed=1))
+    assert v.verdict == "speedup"
+    assert v.ci_method == CI_WITHIN_RUN
+    assert "within-run only" in v.reason
+    assert (v.n_eager, v.n_graph) == (1, 1)
+    again = judge_cell(runs("eager", [20.0], jitter=0.02), runs("graph", [10.0], jitter=0.02, seed=1))
+    assert (again.ci_low, again.ci_high) == (v.ci_low, v.ci_high)  # same logs, same verdict
+
+
+def test_pairing_by_repeat_index_removes_a_shared_node_effect():
+    # Each repeat ran both arms on the same node: node levels 1.0, 1.15, 0.9 hit both arms alike.
+    nodes = [1.0, 1.15, 0.9]
+    eager = runs("eager", [40.0 * k for k in nodes])
+    graph = runs("graph", [40.0 / 1.1 * k for k in nodes], seed=1)
+    assert judge_cell(eager, graph).verdict == "inconclusive"
+    v = judge_cell(eager, graph, paired=True)
+    assert v.verdict == "speedup" and v.speedup == pytest.approx(1.1, rel=1e-6)
+    assert v.ci_method == "between-runs t on log-ratios (n=3 pairs)"
+
+
+def test_margin_is_configurable():
+    eager, graph = runs("eager", [100.0, 100.2, 99.9]), runs("graph", [97.0, 97.1, 96.9], seed=1)
+    assert judge_cell(eager, graph).verdict == "speedup"
+    assert judge_cell(eager, graph, margin=0.05).verdict == "neutral"
+
+
+def test_speedup_that_costs_memory_says_how_much():
+    v = judge_cell(
+        runs("eager", [100.0, 101.0, 99.5], peak_mem_gb=40.0),
+        runs("graph", [80.0, 80.5, 79.5], seed=1, peak_mem_gb=52.5),
+    )
+    assert v.verdict == "speedup"
+    assert (v.eager_peak_mem_gb, v.graph_peak_mem_gb, v.mem_delta_gb) == (40.0, 52.5, 12.5)
+    assert "costs +12.50 GB peak memory (+31%" in v.reason
+
+
+# ---------------------------------------------------------------- outcome precedence
+
+
+def test_both_arms_oom_is_baseline_failed_both_oom():
+    v = judge_cell(failed("eager", "oom", "CUDA out of memory", 3), failed("graph", "oom", "CUDA out of memory", 3))
+    assert (v.verdict, v.paired_outcome) == ("baseline-failed", "both-oom")
+    assert v.speedup is None and v.ci_method == ""
+
+
+def test_eager_failure_is_baseline_failed_even_when_graph_works():
+    v = judge_cell(failed("eager", "crashed", "NCCL watchdog timeout", 3), runs("graph", [10.0, 10.1, 10.0]))
+    assert (v.verdict, v.paired_outcome) == ("baseline-failed", "graph-fixes-failure")
+    assert "NCCL watchdog timeout" in v.reason
+
+
+def test_graph_blocked_carries_the_graph_runs_reason():
+    why = "AssertionError: full recompute is only supported with full iteration CUDA graph."
+    v = judge_cell(runs("eager", [30.0, 30.2, 29.9]), failed("graph", "blocked", why, 3))
+    assert v.verdict == "blocked" and why in v.reason
+
+
+def test_graph_only_oom_while_eager_fit():
+    v = judge_cell(
+        runs("eager", [30.0, 30.2, 29.9], peak_mem_gb=70.0),
+        failed("graph", "oom", "torch.OutOfMemoryError: CUDA out of memory during capture", 3),
+    )
+    assert (v.verdict, v.paired_outcome) == ("oom", "graph-only-oom")
+    assert "graph-only OOM" in v.reason and "70.00 GB" in v.reason
+    assert v.eager_peak_mem_gb == 70.0 and v.graph_peak_mem_gb is None
+
+
+def test_graph_oom_in_some_repeats_is_oom_and_explains():
+    graph = runs("graph", [20.0, 20.1]) + failed("graph", "oom", "CUDA out of memory")
+    v = judge_cell(runs("eager", [30.0, 30.2, 29.9]), graph)
+    assert (v.verdict, v.paired_outcome) == ("oom", "graph-sometimes-oom")
+    assert "1 of 3 repeats" in v.reason and "2 completed graph run(s)" in v.reason
+
+
+def test_graph_without_replay_evidence_is_invalid():
+    v = judge_cell(
+        runs("eager", [30.0, 30.2, 29.9]),
+        failed("graph", "invalid", "no capture or replay marker in the log", 3),
+    )
+    assert v.verdict == "invalid" and "without evidence" in v.reason
+
+
+def test_graph_crash_is_failed_graph_introduces_failure():
+    v = judge_cell(
+        runs("eager", [30.0, 30.2, 29.9]),
+        failed("graph", "crashed", "CUDA error: an illegal memory access was encountered", 3, error_class="illegal-memory-access"),
+    )
+    assert (v.verdict, v.paired_outcome) == ("failed", "graph-introduces-failure")
+    assert "illegal memory access" in v.reason
+
+
+def test_timeout_counts_only_with_steady_data():
+    eager = runs("eager", [30.0, 30.2, 29.9])
+    late = [ArmRun(r.run_id, "timeout", r.step_ms) for r in runs("graph", [20.0, 20.1, 19.9], seed=1)]
+    assert judge_cell(eager, late).verdict == "speedup"  # timed out in teardown, after the window
+    assert judge_cell(eager, failed("graph", "timeout", "walltime before iteration 5", 3)).verdict == "failed"
+
+
+def test_one_crashed_repeat_is_excluded_and_said_aloud():
+    graph = runs("graph", [20.0, 20.1, 19.9], seed=1) + failed("graph", "crashed", "NCCL error")
+    v = judge_cell(runs("eager", [30.0, 30.2, 29.9, 30.1]), graph)
+    assert v.verdict == "speedup" and v.n_graph == 3
+    assert v.paired_outcome == "mixed" and "excluded 1 of 4 graph runs" in v.reason
+
+
+def test_precedence_blocked_before_oom_before_failed():
+    eager = runs("eager", [30.0, 30.2, 29.9])
+    mix = failed("graph", "crashed", "x") + failed("graph", "oom", "y") + failed("graph", "blocked", "z")
+    assert judge_cell(eager, mix).verdict == "blocked"
+    assert judge_cell(eager, mix[:2]).verdict == "oom"
+
+
+def test_bad_arguments_say_what_to_do():
+    with pytest.raises(ValueError, match="margin=2 must be a fraction"):
+        judge_cell(runs("eager", [1.0]), runs("graph", [1.0]), margin=2)
+    with pytest.raises(ValueError, match="outcome 'success' is not one of"):
+        ArmRun("r1", "success", [1.0])
+
+
+# ---------------------------------------------------------------- across cells
+
+
+def test_benjamini_hochberg_matches_hand_computed_values():
+    # sorted: 0.005 (k=1) 0.01 (2) 0.03 (3) 0.04 (4); m p/k = 0.02 0.02 0.04 0.04; step-up minimum keeps them
+    q = benjamini_hochberg([0.01, 0.04, 0.03, 0.005, None])
+    assert q[4] is None
+    assert q[:4] == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    # step-up: 0.02 * 2 / 1 = 0.04 is lowered to the next rank's 0.021 * 2 / 2
+    assert benjamini_hochberg([0.02, 0.021]) == pytest.approx([0.021, 0.021])
+    assert benjamini_hochberg([]) == []
+
+
+def test_aa_false_positive_rate_counts_only_judged_control_cells():
+    assert aa_false_positive_rate(["neutral", "speedup", "inconclusive", "blocked", "slowdown"]) == (2, 4, 0.5)
+    fp, n, rate = aa_false_positive_rate(["failed"])
+    assert (fp, n) == (0, 0) and math.isnan(rate)
+
+
+# ---------------------------------------------------------------- steady window
+
+
+def test_steady_window_skips_before_first_allowed_and_trims_a_leading_drift():
+    its = list(range(1, 41))
+    ms = [900.0, 60.0, 55.0, 120.0] + [30.0, 24.0, 19.0] + [10.0 + 0.1 * (i % 3) for i in range(33)]
+    w = steady_window(its, ms, first_allowed=5)
+    assert (w.first, w.last, w.n, w.trimmed) == (8, 40, 33, 3)
+    assert "trimmed leading transient 5-7" in w.reason
+    assert "4 skipped before iteration 5" in w.reason
+    assert w.median_ms == pytest.approx(10.1)
+
+
+def test_steady_window_too_few_iterations_is_its_own_reason():
+    w = steady_window(list(range(1, 31)), [10.0] * 30, first_allowed=28)
+    assert (w.first, w.last, w.n) == (None, None, 3)
+    assert w.reason.startswith("too few steady iterations (3 < 5)")
+
+
+def test_steady_window_keeps_real_job_noise_that_is_not_warmup():
+    # h200-probe eager job 1: 15.3 ms, then 13.0 ms from iteration 16, then back to 15.7 ms at 26
+    its, ms = read_log("h200-probe/medium-eager-1.log")
+    w = steady_window(its, ms, first_allowed=5)
+    assert (w.first, w.last, w.trimmed) == (5, 30, 0)
+    assert "level shift at iteration 16 kept" in w.reason
+
+
+def test_steady_window_on_real_graph_run_excludes_capture_only():
+    its, ms = read_log("h200-probe/medium-graph-1.log")  # capture on iteration 4 (40.8 ms)
+    w = steady_window(its, ms, first_allowed=5)
+    assert (w.first, w.last, w.n, w.trimmed) == (5, 30, 26, 0)
+    assert w.median_ms == pytest.approx(6.2)
+
+
+def test_steady_window_rejects_inputs_it_cannot_trust():
+    with pytest.raises(ValueError, match="strictly increasing"):
+        steady_window([1, 2, 2, 3], [1.0] * 4, 1)
+    with pytest.raises(ValueError, match="one elapsed time per parsed iteration line"):
+        steady_window([1, 2], [1.0], 1)
