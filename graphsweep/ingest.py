@@ -2,7 +2,8 @@
 
 A spec with a `source: {logs: DIR, pattern: REGEX}` block maps every file under DIR whose relative path matches
 REGEX (re.fullmatch) to one run: the named group `variant` says the arm (the `eager` text, a variant name or
-`aa`), a group per axis with more than one value says the shape, `repeat` (optional, any text, numbered in
+`aa`), a group per axis with more than one value says the shape (group_name: `train.micro_batch_size` is
+`train_micro_batch_size`), `repeat` (optional, any text, numbered in
 natural order) the repeat and `part` (optional) orders several files of one run (ranks, restarts). Groups named
 after a provenance column (`prov_container`, `prov_gpu_name`, ... see provenance.COLUMNS) record what the file
 name says about the environment, so two arms from different containers are refused as a pair.
@@ -49,6 +50,13 @@ def _folder(raw: Mapping[str, Any], spec_path: str | Path) -> Path:
     return folder
 
 
+def group_name(axis: str) -> str:
+    """The regex group of an axis: its name with every non-identifier character as '_' (train.micro_batch_size ->
+    train_micro_batch_size), since Python group names must be identifiers."""
+    name = re.sub(r"\W", "_", axis)
+    return name if not name[:1].isdigit() else f"_{name}"
+
+
 def check_source(raw: Mapping[str, Any], path: str | Path) -> None:
     """Spec-time checks of the source block (spec.validate_spec calls this): the pattern and its groups."""
     src = raw["source"]
@@ -61,13 +69,12 @@ def check_source(raw: Mapping[str, Any], path: str | Path) -> None:
         raise SpecError(path, "source.pattern", src["pattern"],
                         "needs a named group (?P<variant>...) that says eager or which graph variant a file is")  # fmt: skip
     axes = raw["axes"]
-    missing = [k for k, values in axes.items() if len(values) > 1 and k not in groups]
+    missing = [group_name(k) for k, values in axes.items() if len(values) > 1 and group_name(k) not in groups]
     if missing:
         raise SpecError(path, "source.pattern", src["pattern"],
                         f"axes with several values need a named group each: {', '.join(missing)} "
-                        "(a key that is not a Python identifier cannot be a group name: use a one-value axis "
-                        "or rename it)")  # fmt: skip
-    unknown = sorted(groups - RESERVED_GROUPS - set(axes) - set(provenance.COLUMNS))
+                        "(the axis name with '.' and other non-identifier characters as '_')")  # fmt: skip
+    unknown = sorted(groups - RESERVED_GROUPS - {group_name(k) for k in axes} - set(provenance.COLUMNS))
     if unknown:
         raise SpecError(path, "source.pattern", src["pattern"],
                         f"unknown named group(s) {', '.join(unknown)}: use variant, repeat, part, an axis name "
@@ -141,10 +148,11 @@ def match_files(spec: Spec) -> LogMap:
             continue
         shape: dict[str, Any] = {}
         for axis, values in axes.items():
-            if axis in g:
-                ok, value = _axis_value(values, g[axis])
+            if group_name(axis) in g:
+                text = g[group_name(axis)]
+                ok, value = _axis_value(values, text)
                 if not ok:
-                    problems.append(f"{rel}: {axis} = {g[axis]!r} is not one of the sweep's values {values}")
+                    problems.append(f"{rel}: {axis} = {text!r} is not one of the sweep's values {values}")
                     break
                 shape[axis] = value
             else:

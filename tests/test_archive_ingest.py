@@ -235,3 +235,21 @@ def test_spec_pattern_errors_name_the_key(tmp_path):
         load_spec(_spec(tmp_path, source={"logs": "x", "pattern": r".*\.log"}))
     with pytest.raises(SpecError, match=r"source.pattern.*unknown named group\(s\) node"):
         load_spec(_spec(tmp_path, source={"logs": "x", "pattern": r"(?P<node>\w+)-(?P<variant>\w+)\.log"}))
+
+
+def test_dotted_axis_names_are_groups_with_underscores(tmp_path):
+    folder = tmp_path / "logs"
+    for s in (1024, 2048):
+        for arm in ("eager", "graph"):
+            (folder / f"s{s}").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(LOGS / "h200-probe" / f"medium-{arm}-1.log", folder / f"s{s}" / f"{arm}.log")
+    changes = dict(axes={"model.seq_length": [1024, 2048]}, variants=[{"name": "graph", "impl": "full_iteration"}])
+    spec = load_spec(_spec(tmp_path, source={"logs": str(folder),
+                                             "pattern": r"s(?P<model_seq_length>\d+)/(?P<variant>eager|graph)\.log"},
+                           **changes))  # fmt: skip
+    files = match_files(spec).files
+    assert {rid: files[rid][0].relative_to(folder).as_posix() for rid in files} == {
+        r.run_id: f"s{r.shape['model.seq_length']}/{r.arm}.log" for r in spec.runs()
+    }
+    with pytest.raises(SpecError, match="axes with several values need a named group each: model_seq_length"):
+        load_spec(_spec(tmp_path, source={"logs": str(folder), "pattern": r"(?P<variant>eager|graph)\.log"}, **changes))
