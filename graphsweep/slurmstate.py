@@ -20,12 +20,13 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import re
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 # sacct states in which a job may still finish: keep waiting.
 ALIVE_STATES = frozenset(
@@ -315,6 +316,7 @@ def interrupt_message(jobs: list[tuple[str, Waiting, JobRecord | None]]) -> str:
     """What a cancelled controller tells the user about the jobs it left behind."""
     if not jobs:
         return "interrupted; no Slurm job was in flight."
+    jobs = sorted(jobs, key=lambda j: (len(j[0]), j[0]))
     ids = [job_id for job_id, _, _ in jobs]
     lines = [f"interrupted; {len(jobs)} Slurm job(s) left running (they keep their allocation):"]
     for job_id, w, rec in jobs:
@@ -325,3 +327,138 @@ def interrupt_message(jobs: list[tuple[str, Waiting, JobRecord | None]]) -> str:
         "is locked); finished and running jobs are picked up, nothing is submitted twice"
     )
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Waiting for one job (the run rule's process; kept free of heavy imports: 200 of these may run at once)
+
+
+class InfraFailure(RuntimeError):
+    """The job did not produce a result for infrastructure reasons; the run must be retried, not recorded."""
+
+    def __init__(self, state: str, message: str):
+        self.state = state
+        super().__init__(f"{state}: {message}")
+
+
+class ControllerGone(SystemExit):
+    """The Snakemake controller died (kill -9, closed terminal): leave the Slurm job for a later reattach."""
+
+
+@dataclass(frozen=True)
+class WaitLimits:
+    poll_s: float = 2.0  # result pickle check (a file stat, no scheduler call)
+    status_interval_s: float = DEFAULT_MIN_INTERVAL_S  # how often this waiter reads the shared cache
+    progress_interval_s: float = 120.0
+    stuck_limit_s: float = 1800.0
+    lost_after_s: float = 600.0
+    result_grace_s: float = 30.0
+
+
+def result_pickle(side: Mapping[str, Any]) -> Path:
+    """submitit's result file of task 0 of the job in a side file (folder with %j, job_id)."""
+    job_id = str(side["job_id"])
+    return Path(str(side["folder"]).replace("%j", job_id)) / f"{job_id}_0_result.pkl"
+
+
+class SlurmWaiter:
+    """Waits for one Slurm job: result pickle first, states from the shared sacct cache, no per-process sacct.
+
+    The controller is the parent process (Snakemake runs the rule's script as its direct child); when it dies the
+    waiter leaves the job alone for a later reattach instead of living on as an orphan.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        side: Mapping[str, Any],
+        cache: SlurmStateCache,
+        say: Callable[[str], None] = print,
+        limits: WaitLimits = WaitLimits(),
+    ):
+        self.label, self.side, self.cache, self.say, self.limits = label, side, cache, say, limits
+        self.job_id = str(side["job_id"])
+        self.pickle = result_pickle(side)
+        self.parent = os.getppid()
+        self.cache.register(self.job_id, label, side.get("log"), controller=self.parent)
+
+    def controller_alive(self) -> bool:
+        return os.getppid() == self.parent
+
+    def state_now(self, deadline_s: float = 120.0) -> tuple[str | None, bool]:
+        """(state, sacct_ok) from a cache refresh made after this call started (reattach decisions)."""
+        t0, end = time.time(), time.monotonic() + deadline_s
+        while True:
+            view = self.cache.lookup(self.job_id)
+            if view.queried_at >= t0 or time.monotonic() > end:
+                return (view.record.state if view.record else None), view.ok
+            time.sleep(min(1.0, self.cache.min_interval_s / 4))
+
+    def wait(self) -> str:
+        """Block until the result pickle exists; return the last known state. Raise InfraFailure when it never will."""
+        lim = self.limits
+        guard = StuckGuard(lim.stuck_limit_s)
+        started = time.time()
+        absent_since: float | None = None
+        ended: tuple[str, float] | None = None
+        state = "SUBMITTED"
+        next_check = 0.0
+        while True:
+            if self.pickle.exists():
+                return state
+            if not self.controller_alive():
+                self.say(
+                    f"{self.label}: the Snakemake controller is gone; leaving Slurm job {self.job_id} ({state}) "
+                    f"running. Run the same snakemake command again to reattach, or cancel it: scancel {self.job_id}"
+                )
+                raise ControllerGone(1)
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + lim.status_interval_s * random.uniform(0.5, 1.0)
+                view = self.cache.lookup(self.job_id)
+                if view.record is None:
+                    if view.ok and view.queried_at > started:
+                        absent_since = absent_since or now
+                        if now - absent_since > lim.lost_after_s:
+                            raise InfraFailure(
+                                "LOST", f"sacct has had no record of job {self.job_id} for {now - absent_since:.0f} s"
+                            )
+                else:
+                    absent_since = None
+                    state = view.record.state
+                    stuck = guard.observe(state, now)
+                    if stuck:
+                        self.cancel()
+                        raise InfraFailure(state, f"job {self.job_id} {stuck}; cancelled it so a retry can run")
+                    if state not in ALIVE_STATES and state not in STUCK_STATES:
+                        # Ended. A result may still be on its way over a shared filesystem.
+                        if ended is None or ended[0] != state:
+                            ended = (state, now)
+                        elif now - ended[1] > lim.result_grace_s:
+                            rec = view.record
+                            reason = f" ({rec.reason})" if rec.reason not in ("", "None") else ""
+                            raise InfraFailure(
+                                state,
+                                f"job {self.job_id} ended {state}{reason} after {rec.elapsed} without a result "
+                                f"(time limit {rec.timelimit})",
+                            )
+                self.progress()
+            time.sleep(lim.poll_s)
+
+    def progress(self) -> None:
+        jobs = self.cache.progress_due(self.parent, self.limits.progress_interval_s)
+        if jobs:
+            self.say(progress_line(jobs))
+
+    def cancel(self) -> None:
+        subprocess.run(["scancel", self.job_id], capture_output=True, timeout=60, check=False)
+
+    def interrupted(self) -> None:
+        """Ctrl-C / SIGTERM: one waiter per controller prints what is left running and how to cancel or reattach."""
+        self.cache.lookup(self.job_id)  # a fresh state for the summary when the rate limit allows
+        jobs = self.cache.interrupted(self.parent)
+        if jobs is not None:
+            self.say(interrupt_message(jobs))
+
+    def forget(self) -> None:
+        self.cache.forget(self.job_id)

@@ -39,12 +39,14 @@ from graphsweep.launch import LaunchPlan
 from graphsweep.slurmstate import (
     ALIVE_STATES,
     STUCK_STATES,
+    ControllerGone,
+    InfraFailure,
     SlurmStateCache,
-    StuckGuard,
+    SlurmWaiter,
+    WaitLimits,
     default_state_dir,
-    interrupt_message,
     latest_iteration,
-    progress_line,
+    result_pickle,
 )
 
 __all__ = [
@@ -57,18 +59,6 @@ __all__ = [
     "slurm_parameters",
     "submit_and_wait",
 ]
-
-
-class InfraFailure(RuntimeError):
-    """The job did not produce a result for infrastructure reasons; the run must be retried, not recorded."""
-
-    def __init__(self, state: str, message: str):
-        self.state = state
-        super().__init__(f"{state}: {message}")
-
-
-class ControllerGone(SystemExit):
-    """The Snakemake controller died (kill -9, closed terminal): leave the Slurm job for a later reattach."""
 
 
 def utc_now() -> str:
@@ -319,105 +309,19 @@ def read_failure(jobs_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def result_pickle(side: Mapping[str, Any]) -> Path:
-    job_id = str(side["job_id"])
-    return Path(str(side["folder"]).replace("%j", job_id)) / f"{job_id}_0_result.pkl"
-
-
 # --------------------------------------------------------------------------------------------------
 # Controller side: Slurm
 
 
-class _Waiter:
-    """Waits for one Slurm job: result pickle first, states from the shared sacct cache, no per-process sacct."""
-
-    def __init__(self, run_id: str, side: Mapping[str, Any], s: SubmitSettings, say: Callable[[str], None]):
-        self.run_id, self.side, self.s, self.say = run_id, side, s, say
-        self.job_id = str(side["job_id"])
-        self.pickle = result_pickle(side)
-        self.cache = s.state_cache()
-        self.parent = os.getppid()  # the Snakemake controller: the script is its direct child
-        self.cache.register(self.job_id, run_id, side.get("log"), controller=self.parent)
-
-    def controller_alive(self) -> bool:
-        return os.getppid() == self.parent
-
-    def state_now(self, deadline_s: float = 120.0) -> tuple[str | None, bool]:
-        """(state, sacct_ok) from a cache refresh made after this call started (reattach decisions)."""
-        t0, end = time.time(), time.monotonic() + deadline_s
-        while True:
-            view = self.cache.lookup(self.job_id)
-            if view.queried_at >= t0 or time.monotonic() > end:
-                return (view.record.state if view.record else None), view.ok
-            time.sleep(min(1.0, self.s.status_interval_s / 4))
-
-    def wait(self) -> str:
-        """Block until the result pickle exists; return the last known state. Raise InfraFailure when it never will."""
-        s = self.s
-        guard = StuckGuard(s.stuck_limit_s)
-        submitted = time.time()
-        absent_since: float | None = None
-        ended: tuple[str, float] | None = None
-        state = "SUBMITTED"
-        next_check = 0.0
-        while True:
-            if self.pickle.exists():
-                return state
-            if not self.controller_alive():
-                self.say(
-                    f"{self.run_id}: the Snakemake controller is gone; leaving Slurm job {self.job_id} ({state}) "
-                    "running. Run the same snakemake command again to reattach, or cancel it: scancel "
-                    f"{self.job_id}"
-                )
-                raise ControllerGone(1)
-            now = time.monotonic()
-            if now >= next_check:
-                next_check = now + s.status_interval_s * random.uniform(0.5, 1.0)
-                view = self.cache.lookup(self.job_id)
-                if view.record is None:
-                    if view.ok and view.queried_at > submitted:
-                        absent_since = absent_since or now
-                        if now - absent_since > s.lost_after_s:
-                            raise InfraFailure(
-                                "LOST", f"sacct has had no record of job {self.job_id} for {now - absent_since:.0f} s"
-                            )
-                else:
-                    absent_since = None
-                    state = view.record.state
-                    stuck = guard.observe(state, now)
-                    if stuck:
-                        self._cancel()
-                        raise InfraFailure(state, f"job {self.job_id} {stuck}; cancelled it so a retry can run")
-                    if state not in ALIVE_STATES and state not in STUCK_STATES:
-                        # Ended. A result may still be on its way over a shared filesystem.
-                        if ended is None or ended[0] != state:
-                            ended = (state, now)
-                        elif now - ended[1] > s.result_grace_s:
-                            reason = f" ({view.record.reason})" if view.record.reason not in ("", "None") else ""
-                            raise InfraFailure(
-                                state,
-                                f"job {self.job_id} ended {state}{reason} after {view.record.elapsed} without a result "
-                                f"(time limit {view.record.timelimit})",
-                            )
-                self._progress()
-            time.sleep(s.poll_s)
-
-    def _progress(self) -> None:
-        jobs = self.cache.progress_due(self.parent, self.s.progress_interval_s)
-        if jobs:
-            self.say(progress_line(jobs))
-
-    def _cancel(self) -> None:
-        subprocess.run(["scancel", self.job_id], capture_output=True, timeout=60, check=False)
-
-    def interrupted(self) -> None:
-        """Ctrl-C / SIGTERM: one waiter per controller prints what is left running and how to cancel or reattach."""
-        jobs = self.cache.interrupted(self.parent)
-        if jobs is not None:
-            self.say(interrupt_message(jobs))
-
-    def forget(self) -> None:
-        self.cache.forget(self.job_id)
+def _waiting_limits(s: SubmitSettings) -> WaitLimits:
+    return WaitLimits(
+        poll_s=s.poll_s,
+        status_interval_s=s.status_interval_s,
+        progress_interval_s=s.progress_interval_s,
+        stuck_limit_s=s.stuck_limit_s,
+        lost_after_s=s.lost_after_s,
+        result_grace_s=s.result_grace_s,
+    )
 
 
 class _Interrupted(BaseException):
@@ -480,9 +384,9 @@ def _wait_slurm(
     run_id: str, jobs_dir: Path, plan: LaunchPlan, s: SubmitSettings, attempt: int, say: Callable[[str], None]
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
     side = _read_side(jobs_dir)
-    waiter: _Waiter | None = None
+    waiter: SlurmWaiter | None = None
     if side and side.get("cluster") == "slurm":
-        waiter = _Waiter(run_id, side, s, say)
+        waiter = SlurmWaiter(run_id, side, s.state_cache(), say, _waiting_limits(s))
         if not waiter.pickle.exists():
             state, ok = waiter.state_now()
             if state in ALIVE_STATES | STUCK_STATES or (state is None and not ok):
@@ -496,7 +400,7 @@ def _wait_slurm(
             say(f"reattaching {run_id} to Slurm job {side['job_id']} (finished, result present)")
     if waiter is None:
         side = _submit_slurm(run_id, plan, jobs_dir, s, attempt, say)
-        waiter = _Waiter(run_id, side, s, say)
+        waiter = SlurmWaiter(run_id, side, s.state_cache(), say, _waiting_limits(s))
     assert side is not None
     old = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:

@@ -1,0 +1,183 @@
+"""graphsweep status [SWEEP]: every run of a sweep by state, from its result files and ONE batched sacct call.
+
+States: planned (not submitted yet), blocked (preflight), queued / running (a job in flight: Slurm's state, the
+latest `iteration i/N` from the log tail), done (run.json written: the run's outcome and its cell's verdict once
+compare has run), failed (an infrastructure failure the next `snakemake --profile slurm` retries, with its reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from graphsweep.slurmstate import ALIVE_STATES, JobRecord, latest_iteration, sacct
+from graphsweep.submit import read_failure
+
+NAME = "status"
+HELP = "show every run of a sweep: planned, queued, running (iteration i/N), done (verdict) or failed (reason)"
+
+ORDER = ["running", "queued", "failed", "planned", "done", "blocked"]
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    run_id: str
+    cell_id: str
+    arm: str
+    state: str  # one of ORDER
+    detail: str
+    job_id: str = ""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "sweep",
+        nargs="?",
+        help="sweep name (results/NAME) or spec file; default: the spec in configs/config.yaml",
+    )
+    p.add_argument("--results", default="results", help="results folder (default: results)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per run instead of a table")
+
+
+def _sweep_name(arg: str | None) -> tuple[str, Any]:
+    """(sweep name, spec or None) from a name, a spec path, or configs/config.yaml."""
+    from graphsweep.spec import load_spec
+
+    if arg is None:
+        import yaml
+
+        cfg = yaml.safe_load(Path("configs/config.yaml").read_text())
+        arg = cfg["spec"]
+    if arg.endswith((".yaml", ".yml")) and Path(arg).is_file():
+        spec = load_spec(arg)
+        return spec.name, spec
+    return arg, None
+
+
+def _plan(out: Path, spec: Any) -> pd.DataFrame:
+    plan_path = out / "plan.parquet"
+    if plan_path.exists():
+        return pd.read_parquet(plan_path)
+    if spec is not None:
+        from graphsweep.plan import plan_frame
+
+        return plan_frame(spec)
+    runs = sorted(p.name for p in (out / "runs").glob("*") if p.is_dir())
+    return pd.DataFrame({"run_id": runs, "cell_id": runs, "arm": "", "variant": "", "status": "submit"})
+
+
+def _verdicts(out: Path) -> dict[str, str]:
+    try:
+        comp = pd.read_parquet(out / "comparison.parquet", columns=["cell_id", "verdict"])
+    except (OSError, ValueError, KeyError):
+        return {}
+    return dict(zip(comp.cell_id, comp.verdict))
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus], str]:
+    """Each run's status; sacct is called once for all jobs in flight. Returns (statuses, a note on sacct)."""
+    verdicts = _verdicts(out)
+    sides: dict[str, dict[str, Any]] = {}
+    for run_id in plan.run_id:
+        side = _read_json(out / ".jobs" / run_id / "job.json")
+        if side and not (out / "runs" / run_id / "run.json").exists():
+            sides[run_id] = side
+    slurm_ids = [str(s["job_id"]) for s in sides.values() if s.get("cluster") == "slurm"]
+    records: dict[str, JobRecord] = {}
+    note = ""
+    if slurm_ids:
+        try:
+            records = query(slurm_ids)
+        except (OSError, subprocess.SubprocessError) as exc:
+            note = f"sacct failed ({type(exc).__name__}: {exc}); in-flight states are unknown"
+    statuses = []
+    for row in plan.itertuples():
+        run_id, cell_id, arm = row.run_id, row.cell_id, getattr(row, "arm", "")
+        arm_label = arm if arm != "graph" else f"graph {row.variant}"
+        run_dir = out / "runs" / run_id
+        run = _read_json(run_dir / "run.json")
+        if getattr(row, "status", "submit") == "blocked":
+            statuses.append(RunStatus(run_id, cell_id, arm_label, "blocked", str(row.rule_message or row.rule_id)))
+        elif run is not None:
+            summary = _read_json(run_dir / "summary.json") or {}
+            outcome = summary.get("outcome") or f"exit {run.get('exit_code')} (not parsed yet)"
+            detail = outcome
+            if arm == "graph" and cell_id in verdicts:
+                detail += f"; cell verdict {verdicts[cell_id]}"
+            elif arm == "eager":
+                detail += "; baseline"
+            statuses.append(RunStatus(run_id, cell_id, arm_label, "done", detail, str(run.get("job_id", ""))))
+        elif run_id in sides:
+            side = sides[run_id]
+            job_id = str(side["job_id"])
+            if side.get("cluster") != "slurm":
+                statuses.append(RunStatus(run_id, cell_id, arm_label, "running", f"{side.get('cluster')} job", job_id))
+                continue
+            rec = records.get(job_id)
+            state = rec.state if rec else ("unknown" if note else "not in sacct yet")
+            if rec and state == "PENDING":
+                statuses.append(RunStatus(run_id, cell_id, arm_label, "queued", f"PENDING ({rec.reason})", job_id))
+            elif rec and state in ALIVE_STATES:
+                it = latest_iteration(side.get("log"))
+                where = f"iteration {it[0]}/{it[1]}" if it else "starting"
+                statuses.append(RunStatus(run_id, cell_id, arm_label, "running", f"{state} {rec.elapsed}, {where}", job_id))
+            elif rec:
+                statuses.append(
+                    RunStatus(run_id, cell_id, arm_label, "failed", f"{state} without a result; retried", job_id)
+                )
+            else:
+                statuses.append(RunStatus(run_id, cell_id, arm_label, "queued", state, job_id))
+        else:
+            failure = read_failure(out / ".jobs" / run_id)
+            if failure:
+                detail = f"{failure.get('message', failure.get('state'))} (attempt {failure.get('attempt')})"
+                statuses.append(RunStatus(run_id, cell_id, arm_label, "failed", detail, str(failure.get("job_id", ""))))
+            else:
+                statuses.append(RunStatus(run_id, cell_id, arm_label, "planned", "", ""))
+    return statuses, note
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    try:
+        name, spec = _sweep_name(args.sweep)
+    except Exception as exc:  # noqa: BLE001 - a bad spec is a user error: say it
+        print(f"graphsweep status: cannot read the sweep: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.results) / name
+    if spec is None and not out.exists():
+        print(f"graphsweep status: no results for sweep '{name}' in {out} (give a sweep name or spec file)", file=sys.stderr)
+        return 2
+    statuses, note = collect(out, _plan(out, spec))
+    if args.json:
+        for s in statuses:
+            print(json.dumps(s.__dict__))
+        return 0
+    statuses.sort(key=lambda s: (ORDER.index(s.state), s.cell_id, s.run_id))
+    styles = {"running": "cyan", "queued": "blue", "failed": "red", "planned": "dim", "done": "green", "blocked": "yellow"}
+    table = Table("state", "cell", "arm", "run", "job", "detail", title=f"sweep {name} ({out})")
+    for s in statuses:
+        table.add_row(f"[{styles[s.state]}]{s.state}[/]", s.cell_id, s.arm, s.run_id, s.job_id, s.detail)
+    console = Console(width=max(160, Console().width))
+    console.print(table)
+    counts = {state: sum(s.state == state for s in statuses) for state in ORDER}
+    console.print(", ".join(f"{n} {state}" for state, n in counts.items() if n) or "no runs")
+    if note:
+        console.print(f"[red]{note}[/]")
+    return 0

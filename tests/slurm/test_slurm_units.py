@@ -1,0 +1,183 @@
+"""The Slurm pieces that need no cluster: profile lookup, sbatch parameters per launch plan, sacct parsing, the
+PREEMPTED/UNKNOWN wall-clock guard, the shared cache's rate limit, progress and Ctrl-C messages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import submitit
+import yaml
+
+from graphsweep.launch import LaunchPlan
+from graphsweep.slurmstate import (
+    SlurmStateCache,
+    StuckGuard,
+    Waiting,
+    interrupt_message,
+    latest_iteration,
+    parse_sacct,
+    progress_line,
+)
+from graphsweep.slurmstate import JobRecord
+from graphsweep.submit import job_argv, slurm_parameters
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = ROOT / "profiles" / "slurm"
+
+
+def sbatch_text(params: dict) -> str:
+    """The sbatch script submitit would submit with these parameters (nothing is submitted)."""
+    ex = submitit.AutoExecutor(folder="/tmp/graphsweep-unit/%j", cluster="slurm")
+    ex.update_parameters(**params)
+    return ex._executor._make_submission_file_text("python -u -m submitit.core._submit /x", "uuid")
+
+
+# --- profile -------------------------------------------------------------------------------------
+
+
+def test_profile_is_found_as_slurm_from_the_repository_root():
+    assert (ROOT / "slurm").is_symlink() and (ROOT / "slurm").resolve() == PROFILE.resolve()
+    env = {**os.environ, "XDG_CONFIG_HOME": "/nonexistent-graphsweep"}  # the user's own profiles play no part
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--profile", "slurm", "--dry-run", "--quiet", "rules"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Using profile slurm" in proc.stdout + proc.stderr
+
+
+def test_profile_keeps_finished_runs_and_retries_infrastructure_failures():
+    cfg = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    assert cfg["keep-going"] is True and cfg["rerun-incomplete"] is True and cfg["retries"] >= 1
+    assert "code" not in cfg["rerun-triggers"] and {"mtime", "input", "params"} <= set(cfg["rerun-triggers"])
+    # The Slurm settings travel as a config file, not `config:` (a CLI --config spec=... would replace that whole key
+    # and silently run the sweep on the login node).
+    assert "config" not in cfg and (PROFILE / cfg["configfiles"]).is_file()
+    cluster = yaml.safe_load((PROFILE / cfg["configfiles"]).read_text())
+    assert cluster["cluster"] == "slurm"
+    # Every key of the shipped file is understood (would raise otherwise).
+    slurm_parameters(LaunchPlan(argv=["python"]), cluster["slurm"], 10, "gs-x")
+
+
+# --- sbatch parameters -----------------------------------------------------------------------------
+
+
+def test_builtin_run_asks_for_its_gpu_and_one_task():
+    params = slurm_parameters(LaunchPlan(argv=["python", "-m", "w"]), {"partition": "batch", "account": "perf"}, 20, "gs-a")
+    text = sbatch_text(params)
+    for line in ["--gpus-per-node=1", "--ntasks-per-node=1", "--nodes=1", "--partition=batch", "--account=perf",
+                 "--time=20", "--job-name=gs-a"]:  # fmt: skip
+        assert f"#SBATCH {line}" in text, line
+    assert "srun" in text  # the submitit task itself runs as one srun task
+
+
+def test_gpu_less_cluster_requests_no_gpus():
+    params = slurm_parameters(LaunchPlan(argv=["python"]), {"request_gpus": False}, 5, "gs-a")
+    assert "gpus" not in sbatch_text(params)
+
+
+def test_multi_node_megatron_shape_gets_nodes_and_one_task_per_gpu_from_its_plan():
+    plan = LaunchPlan(argv=["python", "entry.py"], gpus=16, nodes=2, gpus_per_node=8, tasks_per_node=8, srun=True,
+                      srun_args=["--nodes=2", "--ntasks=16", "--ntasks-per-node=8"])  # fmt: skip
+    slurm = {"exclusive": True, "constraint": "h100", "qos": "high", "mem_gb": 0, "sbatch": {"mail-type": "FAIL"},
+             "setup": ["module load cuda"], "container_image": "nvcr.io/nvidia/nemo:25.11",
+             "container_mounts": ["/lustre:/lustre"], "srun_args": ["--mpi=pmix"]}  # fmt: skip
+    text = sbatch_text(slurm_parameters(plan, slurm, 30, "gs-b"))
+    for line in ["--nodes=2", "--gpus-per-node=8", "--ntasks-per-node=8", "--exclusive", "--constraint=h100",
+                 "--qos=high", "--mail-type=FAIL"]:  # fmt: skip
+        assert f"#SBATCH {line}" in text, line
+    assert "module load cuda" in text
+    # NeMo containers have no submitit: the task runs in the batch script and starts the training as an srun step.
+    assert "\nsrun" not in text
+    argv = job_argv(plan, slurm)
+    assert argv[0] == "srun" and argv[-2:] == ["python", "entry.py"]
+    assert "--container-image=nvcr.io/nvidia/nemo:25.11" in argv and "--mpi=pmix" in argv
+    assert any(a.startswith("--container-mounts=") and "/lustre:/lustre" in a for a in argv)
+
+
+def test_layout_and_time_cannot_be_set_in_the_profile():
+    with pytest.raises(ValueError, match="launch plan"):
+        slurm_parameters(LaunchPlan(argv=["python"]), {"nodes": 4}, 5, "gs-a")
+    with pytest.raises(ValueError, match="unknown setting 'partiton'"):
+        slurm_parameters(LaunchPlan(argv=["python"]), {"partiton": "x"}, 5, "gs-a")
+
+
+def test_short_time_limit_gets_a_signal_before_the_limit():
+    params = slurm_parameters(LaunchPlan(argv=["python"]), {}, 1, "gs-a")
+    assert "#SBATCH --signal=USR2@10" in sbatch_text(params)
+
+
+# --- sacct, guard, cache -----------------------------------------------------------------------------
+
+
+def test_parse_sacct_takes_the_first_word_of_the_state_and_the_latest_line_of_a_reused_id():
+    text = "12|CANCELLED by 0|0:0|00:00:04|00:05:00|vm|None\n13|PENDING|0:0|00:00:00|00:01:00|None assigned|Priority\n"
+    text += "12|RUNNING|0:0|00:00:01|00:05:00|vm|None\n"
+    recs = parse_sacct(text)
+    assert recs["12"].state == "RUNNING" and recs["13"].state == "PENDING" and recs["13"].reason == "Priority"
+
+
+def test_stuck_guard_fires_only_after_the_limit_in_one_stuck_state():
+    guard = StuckGuard(limit_s=600)
+    assert guard.observe("PREEMPTED", 0) is None
+    assert guard.observe("PREEMPTED", 599) is None
+    assert "PREEMPTED for 601 s" in guard.observe("PREEMPTED", 601)
+
+
+def test_stuck_guard_resets_when_the_job_moves_on():
+    guard = StuckGuard(limit_s=600)
+    guard.observe("UNKNOWN", 0)
+    assert guard.observe("RUNNING", 500) is None  # requeued and running again
+    assert guard.observe("UNKNOWN", 900) is None
+    assert guard.observe("PREEMPTED", 1400) is None  # a different stuck state starts its own clock
+    assert guard.observe("PREEMPTED", 2001) is not None
+
+
+def test_cache_calls_sacct_at_most_once_per_interval_for_all_jobs(tmp_path, monkeypatch):
+    # A sacct that only counts and answers: the real one needs the cluster (see test_sacct_load.py for that).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "sacct").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\necho '1|RUNNING|0:0|00:00:01|00:05:00|vm|None'\n")
+    (bin_dir / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    cache = SlurmStateCache(tmp_path / "state", min_interval_s=3600)
+    for job in ("1", "2", "3"):
+        cache.register(job, f"run-{job}")
+    first = cache.lookup("1")
+    for _ in range(20):
+        assert cache.lookup("2").queried_at == first.queried_at
+    assert first.record.state == "RUNNING" and cache.lookup("3").record is None
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 1 and "-j 1,2,3" in lines[0]
+
+
+def test_latest_iteration_reads_megatron_iteration_lines_from_the_tail(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "setup\n [2026-01-01 00:00:00] iteration        1/      20 | consumed samples: 1 |\n"
+        " [2026-01-01 00:00:01] iteration       12/      20 | consumed samples: 12 | elapsed time per iteration (ms): 5.0 |\n"
+    )
+    assert latest_iteration(log) == (12, 20)
+    assert latest_iteration(tmp_path / "missing.txt") is None
+
+
+def test_progress_is_one_line_with_counts_and_iterations(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text(" iteration        7/      24 | x\n")
+    jobs = [("11", Waiting("cell-a.eager.r1", str(log)), JobRecord("11", "RUNNING", elapsed="00:01:00")),
+            ("12", Waiting("cell-b.eager.r1"), JobRecord("12", "PENDING", reason="Resources")),
+            ("13", Waiting("cell-c.eager.r1"), JobRecord("13", "PENDING"))]  # fmt: skip
+    line = progress_line(jobs)
+    assert "\n" not in line
+    assert "3 in flight (2 pending, 1 running)" in line and "cell-a.eager.r1 (job 11) iteration 7/24" in line
+
+
+def test_interrupt_message_names_the_jobs_and_both_ways_out():
+    jobs = [("11", Waiting("cell-a.eager.r1"), JobRecord("11", "RUNNING")), ("12", Waiting("cell-b.eager.r1"), None)]
+    text = interrupt_message(jobs)
+    assert "scancel 11 12" in text and "cell-a.eager.r1" in text and "run the same snakemake command" in text
