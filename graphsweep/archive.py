@@ -16,9 +16,10 @@ import io
 import json
 import os
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -195,7 +196,8 @@ def verify_archive(path: str | Path) -> Verification:
         v.problems.append(f"not a readable tar.gz: {exc}")
         return v
     with tar:
-        members: dict[str, bytes] = {}
+        members: dict[str, tuple[int, str]] = {}  # path -> (bytes, sha256), hashed while streaming
+        kept: dict[str, bytes] = {}  # the small files read again below
         tops = set()
         try:
             for m in tar:
@@ -210,8 +212,14 @@ def verify_archive(path: str | Path) -> Verification:
                 top, _, rel = m.name.partition("/")
                 tops.add(top)
                 f = tar.extractfile(m)
-                members[rel] = f.read() if f else b""
-        except (OSError, tarfile.TarError, EOFError) as exc:
+                h, n = hashlib.sha256(), 0
+                for block in iter(lambda: f.read(1 << 20), b"") if f else ():
+                    h.update(block)
+                    n += len(block)
+                    if rel in (MANIFEST, "spec.yaml"):
+                        kept[rel] = kept.get(rel, b"") + block
+                members[rel] = (n, h.hexdigest())
+        except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
             v.problems.append(f"archive is truncated or corrupt: {exc}")
             return v
         if len(tops) != 1:
@@ -220,7 +228,7 @@ def verify_archive(path: str | Path) -> Verification:
             v.problems.append(f"no {MANIFEST}: not a graphsweep archive")
             return v
         try:
-            v.manifest = json.loads(members[MANIFEST])
+            v.manifest = json.loads(kept.get(MANIFEST, b""))
         except ValueError as exc:
             v.problems.append(f"{MANIFEST} is not JSON: {exc}")
             return v
@@ -232,10 +240,10 @@ def verify_archive(path: str | Path) -> Verification:
                           f"({MANIFEST_VERSION}): upgrade graphsweep")  # fmt: skip
     listed = {e["path"]: e for e in man.get("files", [])}
     for rel, e in listed.items():
-        data = members.get(rel)
-        if data is None:
+        got = members.get(rel)
+        if got is None:
             v.problems.append(f"{rel}: listed in the manifest but missing from the archive")
-        elif len(data) != e.get("bytes") or sha256_bytes(data) != e.get("sha256"):
+        elif got != (e.get("bytes"), e.get("sha256")):
             v.problems.append(f"{rel}: sha256/size differ from the manifest (file changed or corrupt)")
         else:
             v.checked += 1
@@ -246,7 +254,7 @@ def verify_archive(path: str | Path) -> Verification:
             v.problems.append(f"{rel}: required file missing")
     if "spec.yaml" in members:
         try:
-            if spec_hash(members["spec.yaml"].decode()) != (man.get("spec") or {}).get("hash"):
+            if spec_hash(kept.get("spec.yaml", b"").decode()) != (man.get("spec") or {}).get("hash"):
                 v.problems.append("spec.yaml: its hash differs from the manifest's spec hash")
         except (ValueError, yaml.YAMLError) as exc:
             v.problems.append(f"spec.yaml: not readable YAML: {exc}")
@@ -274,7 +282,3 @@ def safe_extract(path: str | Path, dest: str | Path) -> Path:
         tar.extractall(dest, members=members, filter="data")
         top = members[0].name.split("/", 1)[0]
     return dest / top
-
-
-def list_archives(paths: Iterable[str | Path]) -> list[Path]:
-    return sorted(Path(p) for p in paths if str(p).endswith(".tar.gz"))

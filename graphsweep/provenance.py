@@ -280,18 +280,17 @@ def from_logs(paths: Iterable[str | Path], max_bytes: int = 8 << 20) -> dict[str
     for path in paths:
         try:
             with open(path, "rb") as f:
-                seen = 0
-                for raw in f:
-                    seen += len(raw)
-                    if marker in raw:
-                        try:
-                            return json.loads(raw.split(marker, 1)[1].decode("utf-8", "replace"))
-                        except ValueError:
-                            return None
-                    if seen > max_bytes:
-                        break
+                head = f.read(max_bytes)
         except OSError:
             continue
+        at = head.find(marker)
+        if at < 0:
+            continue
+        end = head.find(b"\n", at)
+        try:
+            return json.loads(head[at + len(marker): end if end >= 0 else None].decode("utf-8", "replace"))
+        except ValueError:
+            return None
     return None
 
 
