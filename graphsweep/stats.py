@@ -16,7 +16,7 @@ Design choices, each because of evidence in ../shared (design.md, anchors.md §3
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -104,11 +104,9 @@ def steady_window(
     n0 = int(it.size)
     skip_note = f"{skipped} skipped before iteration {first_allowed} (setup, warmup, capture)"
     if n0 < min_steady:
-        last_seen = f"; log ends at iteration {int(it[-1]) if n0 else int(np.max(np.asarray(iterations)) if len(iterations) else 0)}"
+        tail = f"; the log ends at iteration {int(iterations[-1])}" if len(iterations) else "; no iteration lines"
         return SteadyWindow(
-            None, None, n0,
-            f"too few steady iterations ({n0} < {min_steady}) at or after iteration {first_allowed}"
-            + (last_seen if len(iterations) else "; no iteration lines"),
+            None, None, n0, f"too few steady iterations ({n0} < {min_steady}) at or after iteration {first_allowed}{tail}"
         )
 
     notes: list[str] = []
@@ -190,6 +188,13 @@ class ArmRun:
             raise ValueError(
                 f"ArmRun {self.run_id!r}: outcome {self.outcome!r} is not one of {', '.join(RUN_OUTCOMES)}"
             )
+        if len(self.step_ms):
+            x = np.asarray(self.step_ms, dtype=float)
+            if not np.all(np.isfinite(x) & (x > 0)):
+                raise ValueError(
+                    f"ArmRun {self.run_id!r}: step_ms holds NaN, inf or non-positive times; pass only the parsed "
+                    "elapsed times of the steady window (drop missing iteration lines)"
+                )
 
     @property
     def usable(self) -> bool:
@@ -213,10 +218,9 @@ class Verdict:
     eager_peak_mem_gb: float | None = None  # median across runs of peak memory after capture
     graph_peak_mem_gb: float | None = None
     mem_delta_gb: float | None = None  # graph - eager
-    paired_outcome: str = ""  # both-completed | graph-only-oom | both-oom | graph-fixes-failure | ...
-    margin: float = 0.02
-    confidence: float = 0.95
-    notes: list[str] = field(default_factory=list)  # mixed outcomes, excluded runs
+    # both-completed | mixed | graph-only-oom | graph-sometimes-oom | both-oom | graph-fixes-failure |
+    # graph-introduces-failure | graph-blocked | graph-invalid | both-failed
+    paired_outcome: str = ""
 
 
 def _median(x: Sequence[float] | np.ndarray) -> float:
@@ -374,7 +378,7 @@ def judge_cell(
     e_bad = [r for r in eager if not r.usable]
     g_bad = [r for r in graph if not r.usable]
 
-    v = Verdict(verdict="", reason="", margin=margin, confidence=confidence, n_eager=len(e_ok), n_graph=len(g_ok))
+    v = Verdict(verdict="", reason="", n_eager=len(e_ok), n_graph=len(g_ok))
     # Memory: peak after capture; OOM runs carry no meaningful peak, so only runs that got there count.
     v.eager_peak_mem_gb = _median_or_none([r.peak_mem_gb for r in eager if r.outcome not in ("oom", "blocked")])
     v.graph_peak_mem_gb = _median_or_none([r.peak_mem_gb for r in graph if r.outcome not in ("oom", "blocked")])
@@ -453,7 +457,6 @@ def judge_cell(
     if e_bad:
         notes.append(f"excluded {of(e_bad, eager)} eager runs ({_describe(e_bad)})")
     v.paired_outcome = "both-completed" if not (g_bad or e_bad) else "mixed"
-    v.notes = notes
 
     pairs = None
     if paired:  # by repeat index; a pair with an unusable side is dropped

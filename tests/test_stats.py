@@ -207,6 +207,8 @@ def test_bad_arguments_say_what_to_do():
         judge_cell(runs("eager", [1.0]), runs("graph", [1.0]), margin=2)
     with pytest.raises(ValueError, match="outcome 'success' is not one of"):
         ArmRun("r1", "success", [1.0])
+    with pytest.raises(ValueError, match="r2.*NaN, inf or non-positive"):
+        ArmRun("r2", "completed", [10.0, float("nan")])
 
 
 # ---------------------------------------------------------------- across cells
@@ -244,7 +246,7 @@ def test_steady_window_skips_before_first_allowed_and_trims_a_leading_drift():
 def test_steady_window_too_few_iterations_is_its_own_reason():
     w = steady_window(list(range(1, 31)), [10.0] * 30, first_allowed=28)
     assert (w.first, w.last, w.n) == (None, None, 3)
-    assert w.reason.startswith("too few steady iterations (3 < 5)")
+    assert w.reason == "too few steady iterations (3 < 5) at or after iteration 28; the log ends at iteration 30"
 
 
 def test_steady_window_keeps_real_job_noise_that_is_not_warmup():
