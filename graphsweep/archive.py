@@ -31,6 +31,7 @@ MANIFEST_VERSION = 1
 TABLES = ("plan.parquet", "runs.parquet", "iterations.parquet", "comparison.parquet")
 REQUIRED = (*TABLES, "report.md", "spec.yaml")
 SKIP_DIRS = {"archive", ".jobs"}  # earlier archives; submitit pickles (job plumbing, not results)
+SKIP_FILES = {"logs/archive.log"}  # the archive rule's own log is being written while it archives
 
 
 class ArchiveError(RuntimeError):
@@ -67,7 +68,7 @@ def sweep_files(sweep_dir: Path, include_logs: bool = True) -> list[tuple[PurePo
         if not path.is_file() or path.is_symlink():
             continue
         rel = PurePosixPath(path.relative_to(sweep_dir).as_posix())
-        if rel.parts[0] in SKIP_DIRS or rel.name.endswith(".tmp") or rel.name == MANIFEST:
+        if rel.parts[0] in SKIP_DIRS or str(rel) in SKIP_FILES or rel.name.endswith(".tmp") or rel.name == MANIFEST:
             continue
         if not include_logs and is_log(rel):
             continue

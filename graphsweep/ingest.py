@@ -116,6 +116,14 @@ class LogMap:
     ignored: list[str]  # files that do not match the pattern
     excluded: list[str]  # files of shapes the spec excludes
 
+    def input_files(self, wildcards: Any) -> list[str]:
+        """Snakemake input function of rules/ingest.smk: the files of wildcards.run_id."""
+        return [str(p) for p in self.files[wildcards.run_id]]
+
+    def facts_of(self, wildcards: Any) -> dict[str, str]:
+        """What the file names say about the environment (prov_* groups of source.pattern)."""
+        return dict(self.facts.get(wildcards.run_id, {}))
+
 
 def match_files(spec: Spec) -> LogMap:
     """Map the files of source.logs onto the spec's runs; raise IngestError listing every problem found."""

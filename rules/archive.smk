@@ -8,6 +8,8 @@ rule archive:
     input:
         get_final_outputs(),
         get_summaries,
+    log:
+        f"{RESULTS}/{SWEEP}/logs/archive.log",  # never archived itself (graphsweep/archive.py SKIP_FILES)
     params:
         sweep_dir=f"{RESULTS}/{SWEEP}",
         spec=config["spec"],

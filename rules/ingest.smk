@@ -9,26 +9,17 @@ except IngestError as error:
     sys.exit(f"graphsweep: cannot ingest: {error}")
 
 
-def get_ingest_files(wildcards):
-    return [str(p) for p in INGEST.files[wildcards.run_id]]
-
-
-def get_ingest_facts(wildcards):
-    """What the file names say about the environment (prov_* groups of source.pattern)."""
-    return INGEST.facts.get(wildcards.run_id, {})
-
-
 rule ingest_run:
     input:
         config="{results}/{sweep}/runs/{run_id}/config.yaml",
-        logs=get_ingest_files,
+        logs=INGEST.input_files,
     output:
         run="{results}/{sweep}/runs/{run_id}/run.json",
         log="{results}/{sweep}/runs/{run_id}/log.txt",
     log:
         "{results}/{sweep}/logs/ingest/{run_id}.log",
     params:
-        facts=get_ingest_facts,
+        facts=INGEST.facts_of,
     localrule: True
     script:
         "../scripts/ingest_run.py"

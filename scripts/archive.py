@@ -1,7 +1,13 @@
+import sys
+
 from graphsweep.archive import make_archive
+from graphsweep.smk import logging_to
 
 logs = snakemake.params.logs
 include_logs = logs if isinstance(logs, bool) else str(logs).lower() not in ("0", "false", "no", "off")
-path = make_archive(snakemake.params.sweep_dir, snakemake.params.spec, include_logs=include_logs)
-print(f"graphsweep: archived {snakemake.params.sweep_dir} -> {path} (logs {'in' if include_logs else 'left out'}); "
-      f"check it with: graphsweep verify-archive {path}", flush=True)
+with logging_to(snakemake.log[0]):
+    path = make_archive(snakemake.params.sweep_dir, snakemake.params.spec, include_logs=include_logs)
+    message = (f"graphsweep: archived {snakemake.params.sweep_dir} -> {path} (logs {'in' if include_logs else 'left out'}); "
+               f"check it with: graphsweep verify-archive {path}")
+    print(message)
+print(message, file=sys.__stderr__, flush=True)  # the path belongs on the terminal too

@@ -125,3 +125,19 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
     assert pd.isna(other.speedup) and pd.isna(other.ci_low) and list(other.not_comparable_fields) == ["prov_container"]
     written = pd.read_parquet(out / "comparison.parquet")
     assert set(written.verdict) == {same.verdict, "not-comparable"}
+
+
+def test_gpu_facts_respect_cuda_visible_devices(tmp_path, monkeypatch):
+    """nvidia-smi is absent on this machine: a stand-in prints two rows in the format of
+    `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` (driver of the fixtures' H200 runs)."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\n"
+                    "echo '0, NVIDIA H200, 580.159.04, 1980, 3201, 1980, [N/A], 143771, GPU-aaaa'\n"
+                    "echo '1, NVIDIA H200, 580.159.04, 345, 3201, 1980, [N/A], 143771, GPU-bbbb'\n")  # fmt: skip
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    both = provenance.gpu_info({})
+    assert both["count"] == 2 and both["name"] == "NVIDIA H200" and both["driver"] == "580.159.04"
+    assert both["app_sm_clock_mhz"] is None and both["sm_clock_mhz"] == "1980;345"
+    one = provenance.gpu_info({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"})
+    assert one["count"] == 1 and one["uuids"] == ["GPU-bbbb"] and one["sm_clock_mhz"] == "345"
