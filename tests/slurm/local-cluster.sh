@@ -75,7 +75,7 @@ slurmdbd_ok() { pid_alive "$RUN/slurmdbd.pid" slurmdbd && sacctmgr -n -P list cl
 slurmctld_ok() { pid_alive "$RUN/slurmctld.pid" slurmctld && scontrol ping 2>/dev/null | grep -q 'is UP'; }
 slurmd_ok() { pid_alive "$RUN/slurmd.pid" slurmd; }
 node_state() { sinfo -h -n "$HOST" -o '%T' 2>/dev/null | head -n1; }
-node_idle() { [[ $(node_state) =~ ^(idle|mixed|allocated|completing) ]]; }
+node_idle() { [[ $(node_state) =~ ^(idle|mixed|allocated|completing)$ ]]; }
 
 check_prereqs() {
     [[ $(id -u) -eq 0 ]] || die "must run as root (the daemons run as root/munge/mysql); run it with sudo or in CI"
@@ -248,7 +248,7 @@ wait_node_idle() {
     local i state resumed=0
     for ((i = 0; i < WAIT_S * 5; i++)); do
         state=$(node_state)
-        if [[ $state =~ ^(idle|mixed|allocated|completing) ]]; then
+        if [[ $state =~ ^(idle|mixed|allocated|completing)$ ]]; then
             step "node $HOST: $state, partition debug ready"
             return 0
         fi
