@@ -16,6 +16,8 @@ COMMANDS = [
     "status",
     "more_repeats",
     "verify_archive",
+    "ingest",
+    "catalog",
 ]
 
 

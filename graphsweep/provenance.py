@@ -132,13 +132,31 @@ def _torch_probe(python: str, timeout: float) -> dict[str, Any] | None:
         return None
 
 
-def library_versions(python: str | None = None, torch_timeout: float = 60.0) -> tuple[dict[str, Any], list[str]]:
-    """Python and the CUDA stack. torch's CUDA/cuDNN/NCCL versions need an import: done in a child process."""
+def _torch_in_process() -> dict[str, Any]:
+    """The CUDA stack as the already-imported torch of this process reports it (the training process)."""
+    import torch
+
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    try:
+        nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - builds without NCCL
+        nccl = None
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": str(cudnn) if cudnn else None, "nccl": nccl}
+
+
+def library_versions(
+    python: str | None = None, torch_timeout: float = 60.0, probe_torch: bool = True
+) -> tuple[dict[str, Any], list[str]]:
+    """Python and the CUDA stack. torch's CUDA/cuDNN/NCCL versions need an import: in-process when torch is already
+    imported (the training process), else in a child process, or not at all (probe_torch=False: the job wrapper, whose
+    Python is not the training's when the training runs in a container; the training log carries them instead)."""
     errors: list[str] = []
     v: dict[str, Any] = {"python": ".".join(map(str, sys.version_info[:3]))}
     for key, names in DISTRIBUTIONS.items():
         v[key] = _dist_version(names)
-    if v["torch"]:
+    if v["torch"] and "torch" in sys.modules and python is None:
+        v.update(_torch_in_process())
+    elif v["torch"] and probe_torch:
         probed = _torch_probe(python or sys.executable, torch_timeout)
         if probed:
             v.update({k: (str(val) if val is not None else None) for k, val in dict(probed).items()})
@@ -218,7 +236,9 @@ def megatron_tree(env: Mapping[str, str], bridge_dir: str | None = None) -> dict
     return out
 
 
-def collect(env: Mapping[str, str] | None = None, *, bridge_dir: str | None = None) -> dict[str, Any]:
+def collect(
+    env: Mapping[str, str] | None = None, *, bridge_dir: str | None = None, probe_torch: bool = True
+) -> dict[str, Any]:
     """Everything that identifies what produced a run. Never raises (a failing probe adds to "errors")."""
     env = dict(os.environ if env is None else env)
     errors: list[str] = []
@@ -243,7 +263,7 @@ def collect(env: Mapping[str, str] | None = None, *, bridge_dir: str | None = No
     guard("megatron", megatron_tree, env, bridge_dir or env.get("GRAPHSWEEP_BRIDGE_DIR"))
     guard("container", container_image, env)
     try:
-        prov["versions"], errs = library_versions(env.get("GRAPHSWEEP_PYTHON"))
+        prov["versions"], errs = library_versions(env.get("GRAPHSWEEP_PYTHON"), probe_torch=probe_torch)
         errors += errs
     except Exception as exc:  # noqa: BLE001
         errors.append(f"versions: {exc}")

@@ -99,7 +99,8 @@ def _provenance(env: Mapping[str, str]) -> dict[str, Any]:
     try:
         from graphsweep import provenance
 
-        return provenance.collect(env)
+        # the training process prints its own CUDA stack (provenance.log_line); no torch import here
+        return provenance.collect(env, probe_torch=False)
     except Exception as exc:  # noqa: BLE001 - provenance is evidence, not a reason to lose the run
         return {"error": f"{type(exc).__name__}: {exc}"}
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from graphsweep import provenance
 from torch import Tensor, nn
 
 _START = time.perf_counter()  # "time to initialize" counts from import, like Megatron's from process start
@@ -299,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and has_cuda) else "cpu")
     name = torch.cuda.get_device_name() if has_cuda and device.type == "cuda" else "cpu"
     say(f"[graphsweep] device: {name} torch {torch.__version__} cuda {torch.version.cuda or 'none'}")
+    say(provenance.log_line())  # the CUDA stack as this process sees it, joined into runs.parquet by aggregate
     if not has_cuda and cfg.variant != "eager":
         print(BLOCKED_LINE, file=sys.stderr, flush=True)
         return BLOCKED_EXIT

@@ -79,7 +79,7 @@ def test_each_run_records_its_job(default_sweep):
 def test_parquet_reads_back_with_duckdb(default_sweep):
     workdir, _ = default_sweep
     path = workdir / "results/default/comparison.parquet"
-    n = duckdb.sql(f"select count(*) from read_parquet('{path}') where verdict = 'blocked'").fetchone()[0]
+    n = duckdb.connect().execute(f"select count(*) from read_parquet('{path}') where verdict = 'blocked'").fetchone()[0]
     assert n == 12
 
 

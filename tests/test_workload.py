@@ -42,8 +42,9 @@ def test_eager_cpu_run_speaks_the_bridge_log_format() -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert re.fullmatch(r"\[graphsweep\] device: cpu torch \S+ cuda \S+", lines[0])
-    assert re.fullmatch(r"time to initialize megatron \(seconds\): \d+\.\d{3}", lines[1])
-    assert lines[2] == "Starting training loop at iteration 0"
+    assert lines[1].startswith("[graphsweep] provenance: {")  # the CUDA stack as the training process sees it
+    assert re.fullmatch(r"time to initialize megatron \(seconds\): \d+\.\d{3}", lines[2])
+    assert lines[3] == "Starting training loop at iteration 0"
     iteration_lines = [line for line in lines if BRIDGE["iteration"].search(line)]
     assert [int(BRIDGE["iteration"].search(line).group(1)) for line in iteration_lines] == [1, 2, 3, 4]
     for line in iteration_lines:
