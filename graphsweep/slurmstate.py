@@ -404,14 +404,16 @@ class SlurmWaiter:
         state = "SUBMITTED"
         next_check = 0.0
         while True:
-            if self.pickle.exists():
-                return state
+            # The controller first: an orphaned waiter must not finish the rule (write run.json, drop the side file)
+            # behind the back of the next controller, which reattaches to the same job.
             if not self.controller_alive():
                 self.say(
                     f"{self.label}: the Snakemake controller is gone; leaving Slurm job {self.job_id} ({state}) "
                     f"running. Run the same snakemake command again to reattach, or cancel it: scancel {self.job_id}"
                 )
                 raise ControllerGone(1)
+            if self.pickle.exists():
+                return state
             now = time.monotonic()
             if now >= next_check:
                 next_check = now + lim.status_interval_s * random.uniform(0.5, 1.0)

@@ -116,7 +116,7 @@ class SubmitSettings:
     gpus_per_node: int = 0  # 0: the run's own GPU count on one node
     slurm: Mapping[str, Any] = field(default_factory=dict)  # profiles/slurm/cluster.yaml `slurm:` (see slurm_parameters)
     poll_s: float = 2.0  # how often a waiter looks for its result pickle (a file stat, no scheduler call)
-    stuck_guard_s: float = 1800.0  # how long a job may sit in PREEMPTED/UNKNOWN before we give up on it
+    stuck_guard_s: float = 900.0  # how long a job may sit in PREEMPTED/UNKNOWN before we give up on it
 
     def knob(self, key: str, default: float) -> float:
         value = self.slurm.get(key)
@@ -259,6 +259,11 @@ def job_argv(plan: LaunchPlan, slurm: Mapping[str, Any]) -> list[str]:
 
     A profile's container settings apply to such a step when the spec did not already set them.
     """
+    # Pairing (graphsweep/abba.py): the ABBA driver runs in the batch step and wraps each segment itself.
+    from graphsweep import abba
+
+    if abba.is_pair_plan(plan):
+        return abba.job_argv(plan, slurm)
     if not plan.srun:
         return list(plan.argv)
     args = list(plan.srun_args)
@@ -338,10 +343,13 @@ def _submit_slurm(
     run_id: str, plan: LaunchPlan, jobs_dir: Path, s: SubmitSettings, attempt: int, say: Callable[[str], None]
 ) -> dict[str, Any]:
     """sbatch through submitit; retried while slurmctld is unreachable (restart, 'Socket timed out')."""
+    # One folder for all of this run's jobs, created before sbatch: with submitit's `%j` folders Slurm can start the
+    # job before submitit has made its folder, and a job whose --output folder is missing fails at once (FAILED, 0 s).
     folder = jobs_dir / "submitit"
+    folder.mkdir(parents=True, exist_ok=True)
     job_log = jobs_dir / "logs" / f"{dt.datetime.now():%Y%m%d-%H%M%S}-attempt{attempt}.log"
     ex = submitit.AutoExecutor(
-        folder=str(folder / "%j"), cluster="slurm", **({"slurm_python": s.slurm["python"]} if s.slurm.get("python") else {})
+        folder=str(folder), cluster="slurm", **({"slurm_python": s.slurm["python"]} if s.slurm.get("python") else {})
     )
     ex.update_parameters(**slurm_parameters(plan, s.slurm, s.timeout_min, name=f"gs-{run_id}"[:64]))
     argv = job_argv(plan, s.slurm)
@@ -359,7 +367,7 @@ def _submit_slurm(
     side = {
         "cluster": "slurm",
         "job_id": str(job.job_id),
-        "folder": str((folder / "%j").resolve()),
+        "folder": str(folder.resolve()),
         "log": str(job_log.resolve()),
         "attempt": attempt,
         "timeout_min": int(s.timeout_min),

@@ -31,7 +31,10 @@ wildcard_constraints:
 
 def get_final_outputs():
     names = ["plan.parquet", "runs.parquet", "iterations.parquet", "comparison.parquet", "report.md", "report.html"]
-    return [f"{RESULTS}/{SWEEP}/{name}" for name in names]
+    # Every run's own files are targets too: Snakemake does not remake a deleted intermediate whose consumers are up
+    # to date, so without them deleting results/{sweep}/runs/{run_id}/ would never rerun that run.
+    per_run = [f"{RESULTS}/{SWEEP}/runs/{run_id}/{name}" for run_id in SUBMITTED for name in ("run.json", "summary.json")]
+    return [f"{RESULTS}/{SWEEP}/{name}" for name in names] + per_run
 
 
 def get_run(wildcards):
