@@ -152,7 +152,11 @@ class SubmitSettings:
 
     def state_cache(self) -> SlurmStateCache:
         state_dir = self.slurm.get("state_dir") or default_state_dir()
-        return SlurmStateCache(Path(os.path.expanduser(str(state_dir))), min_interval_s=self.status_interval_s)
+        return SlurmStateCache(
+            Path(os.path.expanduser(str(state_dir))),
+            min_interval_s=self.status_interval_s,
+            lease_s=max(180.0, 3 * self.status_interval_s),
+        )
 
 
 # Names of profiles/slurm/cluster.yaml `slurm:` -> submitit parameters. Keys already spelled the submitit way
@@ -582,8 +586,6 @@ def execute_run(
     """The run rule: submit (or reattach), wait, retry once on a known-transient signature, write run.json."""
     import yaml
 
-    from graphsweep.parse import find_transient
-
     cfg = yaml.safe_load(Path(config_path).read_text())
     plan = plan_from_config(cfg)
     overrides: dict[str, Any] = {}
@@ -596,7 +598,13 @@ def execute_run(
     settings = settings_from_spec(cfg["executor"], overrides)
     run_id = cfg["run"]["run_id"]
     record = submit_and_wait(run_id, plan, log_path, jobs_dir, settings, attempt, say)
-    transient = find_transient(log_path) if record["exit_code"] != 0 else None
+    transient = None
+    if record["exit_code"] != 0:
+        # Imported only now: graphsweep.parse pulls in pandas/pyarrow (~130 MB), and a login node hosts one waiting
+        # process per run in flight.
+        from graphsweep.parse import find_transient
+
+        transient = find_transient(log_path)
     if transient:
         # One automatic retry for signatures known to be transient (Bridge's is_flaky_failure list, reference 6.2).
         kept = jobs_dir / f"log.transient.{record['job_id']}.txt"

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -193,6 +194,7 @@ def test_time_limit_too_short_is_retried_with_more_time(slurm_cluster, tmp_path)
 
 def test_killed_controller_reattaches_without_a_second_job(slurm_cluster, tmp_path):
     wd = make_workdir(tmp_path, spec_with(), setup=["sleep 10"])
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
     ctl = wd.start()
     sides = wait_until(lambda: jobs_in_flight(wd, 2), 180, "both jobs in flight", ctl)
     waiters = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) == ctl.pid]
@@ -218,6 +220,11 @@ def test_killed_controller_reattaches_without_a_second_job(slurm_cluster, tmp_pa
     assert {r: rec["job_id"] for r, rec in runs.items()} == {r: s["job_id"] for r, s in sides.items()}
     for run_id in runs:
         assert (wd.sweep_dir() / "runs" / run_id / "log.txt").stat().st_size > 0
+    # The scheduler's own books agree: one job per run since the test started.
+    names = ",".join(f"gs-{r}" for r in runs)
+    listed = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "--name", names, "-o", "JobID,JobName"],
+                            capture_output=True, text=True, check=True, timeout=60).stdout.split()  # fmt: skip
+    assert sorted(line.split("|")[1] for line in listed) == sorted(f"gs-{r}" for r in runs), listed
 
 
 def _ppid(pid: int) -> int:
