@@ -32,12 +32,34 @@ def run_row(plan_row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return row
 
 
+def pair_rows(plan_row: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    """A pair job (graphsweep/abba.py) gives two runs.parquet rows, one per arm: same job_id, `pair_id` = the job."""
+    job = run_row(plan_row, run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = []
+    for arm, facts in summary["arms"].items():
+        row = {k: v for k, v in job.items() if k not in summary}  # the job's facts, not the job-level summary keys
+        for key, value in facts.items():
+            row[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+        # arm: the plan's name (eager | graph | control), not the parser's (which reads a control arm as eager)
+        row.update(run_id=facts["run_id"], arm=arm, pair_id=plan_row["run_id"],
+                   est_gpu_seconds=(plan_row.get("est_gpu_seconds") or 0.0) / 2)  # the job's estimate, one half per arm
+        if arm == "eager":
+            row.update(variant="eager", impl="none", scope="")
+        rows.append(row)
+    return rows
+
+
 def aggregate(plan_path: Path, run_dirs: Sequence[Path], runs_out: Path, iterations_out: Path) -> pd.DataFrame:
     plan = read_table(plan_path, "plan").set_index("run_id", drop=False)
     rows, frames = [], []
     for run_dir in run_dirs:
         run_id = run_dir.name
-        rows.append(run_row(plan.loc[run_id].to_dict(), run_dir))
+        plan_row = plan.loc[run_id].to_dict()
+        if plan_row.get("arm") == "pair":
+            rows += pair_rows(plan_row, run_dir)
+        else:
+            rows.append(run_row(plan_row, run_dir))
         it = pd.read_parquet(run_dir / "iterations.parquet")
         if len(it):
             frames.append(it)

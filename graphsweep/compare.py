@@ -24,10 +24,27 @@ def _steady_times(by_run: dict[str, pd.DataFrame], run: pd.Series) -> list[float
     """The elapsed times of the run's recorded steady window."""
     first, last = run.get("steady_first"), run.get("steady_last")
     it = by_run.get(run.run_id)
+    if it is not None and _is_paired(run) and "steady" in it.columns:  # a pair arm: two segments, two windows
+        return it[it.steady.fillna(False).astype(bool)].elapsed_ms.dropna().astype(float).tolist()
     if it is None or pd.isna(first) or pd.isna(last):
         return []
     it = it[(it.iteration >= first) & (it.iteration <= last)]
     return it.elapsed_ms.dropna().astype(float).tolist()
+
+
+def _is_paired(run: pd.Series) -> bool:
+    pair = run.get("pair_id")
+    return isinstance(pair, str) and bool(pair)
+
+
+def _pair_arms(runs: pd.DataFrame, jobs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The measured arms of a cell's pair jobs, both in repeat order (judge_cell pairs them by position)."""
+    if not len(runs) or "pair_id" not in runs.columns:
+        return runs.iloc[:0], runs.iloc[:0]
+    mine = runs[runs.pair_id.isin(jobs.run_id)]
+    order = {rid: k for rid, k in zip(jobs.run_id, jobs["repeat"])}
+    mine = mine.assign(_order=mine.pair_id.map(order)).sort_values("_order").drop(columns="_order")
+    return mine[mine.arm == "eager"], mine[mine.arm != "eager"]
 
 
 def _arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame]) -> list[stats.ArmRun]:
@@ -66,6 +83,10 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
     for cell_id, graph_plan in plan[plan.arm != "eager"].groupby("cell_id", sort=False):
         first = graph_plan.iloc[0]
         eager_plan = plan[(plan.shape_id == first.shape_id) & (plan.arm == "eager")]
+        pair_jobs = graph_plan[graph_plan.arm == "pair"]
+        if len(pair_jobs):  # pairing: the cell's jobs ran both arms; its runs are their measured arms
+            eager_plan = pair_jobs
+            pair_eager, pair_graph = _pair_arms(runs, pair_jobs)
         row: dict[str, Any] = {
             "sweep": first.sweep,
             "cell_id": cell_id,
@@ -79,6 +100,13 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
             "eager_run_id": eager_plan.run_id.iloc[0] if len(eager_plan) else None,
             "graph_run_id": first.run_id,
         }
+        if len(pair_jobs):
+            from graphsweep.spec import pair_run_id
+
+            other = "control" if first.impl == "none" else "graph"
+            row.update(eager_run_ids=[pair_run_id(j, "eager") for j in pair_jobs.run_id],
+                       graph_run_ids=[pair_run_id(j, other) for j in pair_jobs.run_id], pair_ids=list(pair_jobs.run_id))
+            row.update(eager_run_id=row["eager_run_ids"][0], graph_run_id=row["graph_run_ids"][0])
         blocked = graph_plan[graph_plan.status == "blocked"]
         eager_blocked = eager_plan[eager_plan.status == "blocked"]
         if len(blocked) or len(eager_blocked):
@@ -86,12 +114,22 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
             row.update(verdict="blocked", reason=f"preflight: {src.rule_message}", rule_id=src.rule_id, gpu_seconds=0.0)
             rows.append(row)
             continue
-        eager_runs = runs_by_id.loc[runs_by_id.run_id.isin(eager_plan.run_id)] if len(runs) else runs
-        graph_runs = runs_by_id.loc[runs_by_id.run_id.isin(graph_plan.run_id)] if len(runs) else runs
-        v = stats.judge_cell(_arm_runs(eager_runs, by_run), _arm_runs(graph_runs, by_run), margin=margin, paired=paired)
+        if len(pair_jobs):
+            eager_runs, graph_runs = pair_eager, pair_graph
+        else:
+            eager_runs = runs_by_id.loc[runs_by_id.run_id.isin(eager_plan.run_id)] if len(runs) else runs
+            graph_runs = runs_by_id.loc[runs_by_id.run_id.isin(graph_plan.run_id)] if len(runs) else runs
+        if len(pair_jobs) and not len(eager_runs) and not len(graph_runs):
+            row.update(verdict="failed", reason="no run of this cell was recorded (runs.parquet has none)")
+            rows.append(row)
+            continue
+        v = stats.judge_cell(_arm_runs(eager_runs, by_run), _arm_runs(graph_runs, by_run), margin=margin,
+                             paired=paired and bool(len(pair_jobs)))  # fmt: skip
         row.update({k: getattr(v, k) for k in v.__dataclass_fields__})
         _check_comparable(row, eager_runs, graph_runs)
         row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
+        if len(pair_jobs):  # the pair is the unit: both arms' share of the jobs belongs to the cell
+            row["gpu_seconds"] += float(eager_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
         if first.arm == "control":
             row["variant"] = "aa"
         rows.append(row)

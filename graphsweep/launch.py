@@ -88,6 +88,11 @@ def builtin_plan(run: RunSpec, python: str | None = None) -> LaunchPlan:
 
 
 def launch_plan(run: RunSpec) -> LaunchPlan:
+    if run.is_pair:  # both arms in one job, ABBA order (graphsweep/abba.py)
+        from graphsweep import abba
+
+        eager, other = run.pair_arms()
+        return abba.pair_plan(launch_plan(eager), launch_plan(other), run.repeat, arms=(eager.arm, other.arm))
     kind = run.workload["kind"]
     if kind == "builtin":
         return builtin_plan(run)
@@ -100,6 +105,8 @@ def launch_plan(run: RunSpec) -> LaunchPlan:
 
 def preflight(run: RunSpec) -> list[Violation]:
     """Rules that block a run before submission. The eager arm is checked like any other."""
+    if run.is_pair:  # a pair job runs both arms: either arm's rule blocks it
+        return [v for arm in run.pair_arms() for v in preflight(arm)]
     kind = run.workload["kind"]
     if kind == "megatron_bridge":
         from graphsweep import megatron

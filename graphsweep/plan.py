@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from graphsweep import launch
+from graphsweep import abba, launch
 from graphsweep.spec import RunSpec, Spec
 
 if TYPE_CHECKING:  # pandas and pyarrow load only where a table is built: the Snakefile itself stays light
@@ -18,6 +18,8 @@ _BUILTIN_SETUP_S, _BUILTIN_STEP_S = 10.0, 0.05
 
 
 def estimate_gpu_seconds(run: RunSpec) -> float:
+    if run.is_pair:  # four segments: each arm twice (graphsweep/abba.py)
+        return sum(2 * estimate_gpu_seconds(arm) for arm in run.pair_arms())
     if run.workload["kind"] == "megatron_bridge":
         from graphsweep import megatron
 
@@ -51,7 +53,7 @@ def plan_frame(spec: Spec) -> "pd.DataFrame":
             rule_id=";".join(v.rule for v in violations) or None,
             rule_message=" | ".join(v.message for v in violations) or None,
             rule_source=" | ".join(v.source for v in violations) or None,
-            command=plan.shell(),
+            command=abba.shell(plan) if run.is_pair else plan.shell(),
             # kept for blocked runs too: the report shows the GPU time that preflight saved
             est_gpu_seconds=estimate_gpu_seconds(run),
         )

@@ -12,7 +12,7 @@ import hashlib
 import itertools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -88,7 +88,7 @@ class RunSpec:
     run_id: str
     shape_id: str
     cell_id: str  # graph run: its cell; eager run: "<shape_id>.eager" (it serves every cell of the shape)
-    arm: str  # eager | graph | control
+    arm: str  # eager | graph | control | pair (one job running both arms of a cell in ABBA order, graphsweep/abba.py)
     variant: Variant
     repeat: int
     shape: Mapping[str, Any]  # axis -> value (what varies)
@@ -104,6 +104,21 @@ class RunSpec:
     def total_iterations(self) -> int:
         # warmup eager steps, the capture iteration, then the measured ones
         return self.warmup + 1 + self.iterations
+
+    @property
+    def is_pair(self) -> bool:
+        return self.arm == "pair"
+
+    def pair_arms(self) -> tuple["RunSpec", "RunSpec"]:
+        """The two arms one pair job runs: (eager, graph) - or (eager, control) for an A/A cell.
+
+        Each keeps the pair's repeat (the builtin workload's seed), so both arms see the same data.
+        """
+        if not self.is_pair:
+            raise ValueError(f"run {self.run_id!r} is a {self.arm} run, not a pair job (spec `pairing: true`)")
+        other = "graph" if self.variant.is_graph else "control"
+        eager = replace(self, run_id=pair_run_id(self.run_id, "eager"), arm="eager", variant=EAGER)
+        return eager, replace(self, run_id=pair_run_id(self.run_id, other), arm=other)
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -136,12 +151,21 @@ class Cell:
     eager_run_ids: tuple[str, ...]
     graph_run_ids: tuple[str, ...]
     is_control: bool = False
+    pair_run_ids: tuple[str, ...] = ()  # pairing: the jobs; eager/graph ids above are their measured arms
+
+
+def pair_run_id(job_run_id: str, arm: str) -> str:
+    """Id of one measured arm of a pair job (a row of runs.parquet): `{cell_id}.pair.r{k}.{arm}`."""
+    return f"{job_run_id}.{arm}"
 
 
 @dataclass(frozen=True)
 class Spec:
     path: str
     raw: Mapping[str, Any]
+    # cell_id -> repeats wanted for that cell (graphsweep more-repeats, results/{sweep}/extra_repeats.yaml); a cell
+    # listed here gets more repeats of its graph arm and its shape's eager baseline (or more pair jobs)
+    extra_repeats: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def name(self) -> str:
@@ -162,6 +186,14 @@ class Spec:
     @property
     def executor(self) -> dict[str, Any]:
         return dict(self.raw.get("executor", {}))
+
+    @property
+    def pairing(self) -> bool:
+        return bool(self.raw.get("pairing"))
+
+    def with_extra_repeats(self, extra: Mapping[str, int]) -> "Spec":
+        """The same sweep with more repeats for some cells (only ever more: fewer would orphan finished runs)."""
+        return replace(self, extra_repeats={str(k): int(v) for k, v in extra.items()})
 
     def shapes(self) -> list[dict[str, Any]]:
         """The cross product of the axes, in spec order, minus excluded shapes."""
@@ -393,12 +425,20 @@ def _arm_name(variant: Variant) -> str:
 
 
 def expand(spec: Spec) -> tuple[list[RunSpec], list[Cell]]:
-    """All runs and cells of a sweep, in a stable order."""
+    """All runs and cells of a sweep, in a stable order.
+
+    Unpaired (default): per shape, the eager baseline runs `{shape_id}.eager.r{k}` shared by all variants, and per
+    cell its graph runs `{cell_id}.r{k}`. Paired (`pairing: true`): per cell, pair jobs `{cell_id}.pair.r{k}`, each
+    running both arms in ABBA order on the same GPUs; the pair is the unit, so no baseline is shared.
+    Repeat indices only ever grow (spec.extra_repeats), so ids of finished runs never change.
+    """
     raw = spec.raw
     variants = spec.variants
     has_full = any(v.is_full_iteration for v in variants)
     runs: list[RunSpec] = []
     cells: list[Cell] = []
+    base = int(raw["repeats"])
+    extra = spec.extra_repeats
     for shape in spec.shapes():
         sid = shape_id(spec, shape)
         settings = {**raw.get("fixed", {}), **shape}
@@ -414,24 +454,28 @@ def expand(spec: Spec) -> tuple[list[RunSpec], list[Cell]]:
             executor=spec.executor,
             has_full_iteration_variant=has_full,
         )
-        repeats = range(1, raw["repeats"] + 1)
-        eager_ids = tuple(f"{sid}.eager.r{k}" for k in repeats)
-        for k, rid in zip(repeats, eager_ids):
-            runs.append(RunSpec(run_id=rid, cell_id=f"{sid}.eager", arm="eager", variant=EAGER, repeat=k, **common))
-        for variant in variants:
-            arm = _arm_name(variant)
-            cid = f"{sid}.{arm}"
-            ids = tuple(f"{cid}.r{k}" for k in repeats)
-            for k, rid in zip(repeats, ids):
-                runs.append(RunSpec(run_id=rid, cell_id=cid, arm="graph", variant=variant, repeat=k, **common))
-            cells.append(Cell(cid, sid, variant, shape, eager_ids, ids))
+        shape_cells = [(f"{sid}.{_arm_name(v)}", "graph", v) for v in variants]
         if raw.get("aa_control"):
-            control = Variant("aa", "none")
-            cid = f"{sid}.aa"
-            ids = tuple(f"{cid}.r{k}" for k in repeats)
-            for k, rid in zip(repeats, ids):
-                runs.append(RunSpec(run_id=rid, cell_id=cid, arm="control", variant=control, repeat=k, **common))
-            cells.append(Cell(cid, sid, control, shape, eager_ids, ids, is_control=True))
+            shape_cells.append((f"{sid}.aa", "control", Variant("aa", "none")))
+        n_of = {cid: max(base, int(extra.get(cid, 0))) for cid, _, _ in shape_cells}
+        if spec.pairing:
+            for cid, arm, variant in shape_cells:
+                jobs = tuple(f"{cid}.pair.r{k}" for k in range(1, n_of[cid] + 1))
+                for k, rid in enumerate(jobs, start=1):
+                    runs.append(RunSpec(run_id=rid, cell_id=cid, arm="pair", variant=variant, repeat=k, **common))
+                eager_ids = tuple(pair_run_id(j, "eager") for j in jobs)
+                other_ids = tuple(pair_run_id(j, arm) for j in jobs)
+                cells.append(Cell(cid, sid, variant, shape, eager_ids, other_ids, arm == "control", jobs))
+            continue
+        # the shared baseline has as many repeats as its most repeated cell
+        eager_ids = tuple(f"{sid}.eager.r{k}" for k in range(1, max(n_of.values()) + 1))
+        for k, rid in enumerate(eager_ids, start=1):
+            runs.append(RunSpec(run_id=rid, cell_id=f"{sid}.eager", arm="eager", variant=EAGER, repeat=k, **common))
+        for cid, arm, variant in shape_cells:
+            ids = tuple(f"{cid}.r{k}" for k in range(1, n_of[cid] + 1))
+            for k, rid in enumerate(ids, start=1):
+                runs.append(RunSpec(run_id=rid, cell_id=cid, arm=arm, variant=variant, repeat=k, **common))
+            cells.append(Cell(cid, sid, variant, shape, eager_ids, ids, is_control=arm == "control"))
     return runs, cells
 
 

@@ -19,6 +19,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--commands", action="store_true", help="also print the exact command of every run")
 
 
+def _pair_label(row) -> str:
+    """A pair job runs both arms in one job (spec `pairing: true`, graphsweep/abba.py)."""
+    other = "eager (A/A)" if row.impl == "none" else f"graph {row.variant}"
+    return f"pair: eager + {other}, ABBA"
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.spec)
@@ -34,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         first = g.iloc[0]
         table.add_row(
             cell_id,
-            arm if arm != "graph" else f"graph {first.variant}",
+            f"graph {first.variant}" if arm == "graph" else (_pair_label(first) if arm == "pair" else arm),
             str(len(g)),
             first.status,
             f"{g.est_gpu_seconds.sum() / 3600:.3f}",
@@ -44,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     s = dry_run_summary(df)
     console.print(
-        f"{s['runs']} runs: {s['to_submit']} to submit, {s['blocked']} blocked by preflight (cost 0 GPU-s); "
+        f"{s['runs']} {'pair jobs (each runs both arms, ABBA)' if spec.pairing else 'runs'}: {s['to_submit']} to submit, {s['blocked']} blocked by preflight (cost 0 GPU-s); "
         f"requested about {s['gpu_hours']} GPU-hours"
     )
     if args.commands:
