@@ -76,7 +76,7 @@ def write_plan(spec: Spec, out: str | Path) -> "pd.DataFrame":
     from graphsweep.tables import write_table
 
     df = plan_frame(spec)
-    write_table(df, out, "plan", extra={"spec": spec.raw, "spec_path": spec.path})
+    write_table(df, out, "plan", extra={"spec": spec.raw, "spec_path": spec.path, "extra_repeats": dict(spec.extra_repeats)})
     return df
 
 

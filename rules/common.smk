@@ -7,6 +7,7 @@ from snakemake.utils import validate
 
 from graphsweep.spec import SpecError, load_spec, runs_by_id
 from graphsweep.plan import submitted_run_ids
+from graphsweep.repeats import RepeatsError, apply_extra, extra_repeats_path
 
 
 validate(config, "../configs/schema/config.schema.yaml")
@@ -19,6 +20,11 @@ except SpecError as error:
 
 SWEEP = SPEC.name
 RESULTS = config.get("results", "results")
+try:
+    # more repeats for inconclusive cells, asked for by `graphsweep more-repeats` (results/{sweep}/extra_repeats.yaml)
+    SPEC = apply_extra(SPEC, RESULTS)
+except RepeatsError as error:
+    sys.exit(f"graphsweep: {error}")
 RUNS = runs_by_id(SPEC)
 SUBMITTED = submitted_run_ids(SPEC)
 
@@ -70,3 +76,9 @@ def get_timeout_min(wildcards, attempt):
 
 def get_run_gpus(wildcards):
     return get_run(wildcards).gpus
+
+
+def get_extra_repeats_file(wildcards):
+    """The plan is remade when `graphsweep more-repeats` writes this file (only new runs follow from it)."""
+    path = extra_repeats_path(RESULTS, SWEEP)
+    return [str(path)] if path.exists() else []

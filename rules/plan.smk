@@ -1,6 +1,7 @@
 rule plan:
     input:
         spec=config["spec"],
+        extra_repeats=get_extra_repeats_file,
     output:
         "{results}/{sweep}/plan.parquet",
     log:

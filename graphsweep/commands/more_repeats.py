@@ -1,0 +1,95 @@
+"""graphsweep more-repeats SPEC [--target-repeats N | --auto] [--results DIR]: more jobs for inconclusive cells only.
+
+Reads results/{sweep}/comparison.parquet, picks the cells whose verdict is `inconclusive`, and writes the repeats
+they need to results/{sweep}/extra_repeats.yaml; rerunning `snakemake` then submits exactly those new runs (new
+repeat indices of the cell's graph arm and of its shape's eager baseline, or new pair jobs) and touches nothing
+finished. `--auto` (the default) asks the statistics for the repeats the observed spread needs, capped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from graphsweep.repeats import DEFAULT_CAP, RepeatsError, apply_extra, extra_repeats_path, plan_more_repeats, write_extra
+from graphsweep.spec import SpecError, load_spec
+
+NAME = "more-repeats"
+HELP = "plan more repeats for the inconclusive cells of a finished sweep; the next snakemake runs only those"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="sweep spec (YAML) of a sweep that has a comparison.parquet")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--target-repeats", type=int, metavar="N", help="give every inconclusive cell N repeats per arm")
+    how.add_argument("--auto", action="store_true",
+                     help="repeats the observed spread needs to clear the margin (default), capped by --max-repeats")
+    p.add_argument("--max-repeats", type=int, default=DEFAULT_CAP, metavar="N",
+                   help=f"cap for --auto (default {DEFAULT_CAP} repeats per arm)")
+    p.add_argument("--results", default="results", help="results folder of the workflow (default: results)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; write no extra_repeats.yaml")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from graphsweep.tables import read_table
+
+    err = Console(stderr=True)
+    try:
+        spec = load_spec(args.spec)
+        spec = apply_extra(spec, args.results)
+    except (SpecError, RepeatsError) as exc:
+        err.print(f"graphsweep: {exc}", highlight=False)
+        return 2
+    if "source" in spec.raw:
+        err.print(f"graphsweep: {args.spec} ingests existing logs (key 'source'): nothing is submitted, so more "
+                  "repeats have to be run by hand and ingested", highlight=False)  # fmt: skip
+        return 2
+    if args.target_repeats is not None and not 1 <= args.target_repeats <= 100:
+        err.print(f"graphsweep: --target-repeats {args.target_repeats}: give a number from 1 to 100", highlight=False)
+        return 2
+    if args.max_repeats < 2:
+        err.print(f"graphsweep: --max-repeats {args.max_repeats}: give at least 2", highlight=False)
+        return 2
+    out = Path(args.results) / spec.name
+    comparison_path, runs_path = out / "comparison.parquet", out / "runs.parquet"
+    if not comparison_path.exists():
+        err.print(f"graphsweep: {comparison_path} does not exist: run the sweep first (snakemake --cores N "
+                  f"--config spec={args.spec}) or pass --results", highlight=False)  # fmt: skip
+        return 2
+    comparison = read_table(comparison_path, "comparison")
+    runs = read_table(runs_path, "runs") if runs_path.exists() else None
+    plans = plan_more_repeats(spec, comparison, runs, target_repeats=args.target_repeats, cap=args.max_repeats)
+    console = Console(width=200)
+    if not plans:
+        console.print(f"sweep {spec.name}: no inconclusive cell; nothing to add")
+        return 0
+    table = Table("cell", "repeats now", "target", "new runs", "GPU-h", "why", title=f"sweep {spec.name}: more repeats")
+    for p in plans:
+        table.add_row(p.cell_id, str(p.have), str(p.target), str(len(p.new_runs)), f"{p.gpu_seconds / 3600:.4f}", p.why)
+    console.print(table)
+    todo = [p for p in plans if p.new_runs]
+    n_runs = sum(len(p.new_runs) for p in todo)
+    gpu_h = sum(p.gpu_seconds for p in todo) / 3600
+    unit = "pair jobs" if spec.pairing else "runs"
+    console.print(f"{n_runs} new {unit} for {len(todo)} inconclusive cell(s), about {gpu_h:.4f} GPU-hours")
+    for p in todo:
+        console.print(f"  {p.cell_id}: {', '.join(p.new_runs)}", highlight=False, soft_wrap=True)
+    if not todo:
+        return 0
+    if args.dry_run:
+        console.print("dry run: nothing written")
+        return 0
+    path = extra_repeats_path(args.results, spec.name)
+    write_extra(path, spec.name, {p.cell_id: p.target for p in todo}, {p.cell_id: p.why for p in todo})
+    console.print(f"wrote {path}; run the workflow again (snakemake --cores N --config spec={args.spec}) to add them")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from graphsweep.cli import main
+
+    sys.exit(main([NAME, *sys.argv[1:]]))
