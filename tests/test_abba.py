@@ -1,0 +1,241 @@
+"""Pairing (spec `pairing: true`): the ABBA driver, splitting its log, one measured run per arm, and the verdict.
+
+The "training" here is a 20-line script that prints Megatron Bridge log lines (reference §5.1 per-iteration line
+from train_utils.py::training_log, §5.5 full-iteration capture lines, §5.6 start/end markers), so every test runs
+the real driver, the real parser and the real compare in well under a second each.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from graphsweep import abba, stats
+from graphsweep.aggregate import aggregate
+from graphsweep.compare import compare
+from graphsweep.launch import LaunchPlan, launch_plan, preflight
+from graphsweep.plan import plan_frame, run_config, write_plan
+from graphsweep.runfiles import parse_run_dir
+from graphsweep.spec import validate_spec
+
+FAKE_TRAIN = textwrap.dedent(
+    """
+    import sys
+    ms, iters, warmup, graph = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "graph"
+    oom = len(sys.argv) > 5 and sys.argv[5] == "oom"
+    print("time to initialize megatron (seconds): 0.5")  # reference 5.6
+    print("Starting training loop at iteration 0")
+    for i in range(1, iters + 1):
+        if graph and i == warmup + 1:
+            print("Capture CUDA graph for training!!!")  # megatron.core.full_cuda_graph, reference 5.5
+            if oom:
+                print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                      "capacity of 139.80 GiB of which 1.06 GiB is free.")
+                sys.exit(1)
+            print("CUDA graph capture done for training!!!")
+            print("[graphsweep] capture seconds: 0.020")
+        t = 3 * ms if i == 1 else ms * (1 + 0.004 * ((i * 7) % 5 - 2))  # slow first step, small deterministic jitter
+        # reference 5.1: Bridge training_log, last rank
+        print(f" [2026-11-30 10:00:00] iteration {i:8d}/{iters:8d} | consumed samples: {i:12d} | "
+              f"elapsed time per iteration (ms): {t:.1f} | learning rate: 1.000000E-04 | global batch size:     1 | "
+              f"lm loss: 6.000000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | "
+              f"number of nan iterations:   0 |")
+    if graph:
+        print(f"[graphsweep] cuda graph replays: {iters - warmup - 1}")
+        print("Deleting CUDA graphs")
+    print("[after training is done] datetime: 2026-11-30 10:00:01 ")
+    """
+)
+WARMUP, ITERS = 2, 16
+
+
+@pytest.fixture(scope="module")
+def fake_train(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("fake") / "fake_train.py"
+    path.write_text(FAKE_TRAIN)
+    return path
+
+
+def _plan(script: Path, ms: float, arm: str, *extra: str) -> LaunchPlan:
+    return LaunchPlan(argv=[sys.executable, str(script), str(ms), str(ITERS), str(WARMUP), arm, *extra])
+
+
+def _drive(plan: LaunchPlan, segments_dir: Path | None = None) -> subprocess.CompletedProcess:
+    argv = list(plan.argv[1:]) + (["--segments-dir", str(segments_dir)] if segments_dir else [])
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60)
+
+
+def test_driver_runs_abba_and_each_segment_gets_its_own_log(fake_train, tmp_path):
+    pair = abba.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph"), repeat=1)
+    proc = _drive(pair, tmp_path / "segments")
+    assert proc.returncode == 0, proc.stderr
+    starts = [line.split()[3] for line in proc.stdout.splitlines() if " start: " in line]
+    assert starts == ["A1", "B1", "B2", "A2"]
+    files = sorted(p.name for p in (tmp_path / "segments").iterdir())
+    assert files == ["A1.log", "A2.log", "B1.log", "B2.log"]
+    # the combined log split back gives exactly what each segment wrote
+    for seg in abba.split_segments(proc.stdout):
+        assert seg.text == (tmp_path / "segments" / f"{seg.label}.log").read_text()
+        assert seg.exit_code == 0 and seg.wall_s > 0
+        assert ("Capture CUDA graph" in seg.text) == (seg.arm == "graph")
+
+
+def test_even_repeats_run_baab(fake_train):
+    pair = abba.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph"), repeat=2)
+    proc = _drive(pair)
+    assert [s.label for s in abba.split_segments(proc.stdout)] == ["B1", "A1", "A2", "B2"]
+
+
+def test_driver_exit_code_is_the_first_failed_segment_and_every_segment_still_runs(fake_train):
+    pair = abba.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph", "oom"), repeat=1)
+    proc = _drive(pair)
+    segs = abba.split_segments(proc.stdout)
+    assert proc.returncode == 1
+    assert [(s.label, s.exit_code) for s in segs] == [("A1", 0), ("B1", 1), ("B2", 1), ("A2", 0)]
+
+
+def test_a_segment_cut_off_by_the_end_of_the_job_has_no_exit_code():
+    text = (
+        "[graphsweep abba] segment A1 (eager) start: x\nline a\n[graphsweep abba] segment A1 (eager) end: exit 0, "
+        "wall 1.500 s\n[graphsweep abba] segment B1 (graph) start: y\nline b\n"
+    )
+    a1, b1 = abba.split_segments(text)
+    assert (a1.text, a1.exit_code, a1.wall_s) == ("line a\n", 0, 1.5)
+    assert (b1.text, b1.exit_code) == ("line b\n", None)
+
+
+# --------------------------------------------------------------------------------------------------
+# Plan side
+
+
+def _spec(**extra):
+    raw = {
+        "sweep": "pairs",
+        "workload": {"kind": "builtin"},
+        "axes": {"hidden": [64]},
+        "fixed": {"layers": 1, "heads": 2, "seq_length": 32, "micro_batch": 1},
+        "variants": [{"impl": "full_iteration"}],
+        "pairing": True,
+        "repeats": 2,
+        "warmup": WARMUP,
+        "iterations": ITERS - WARMUP - 1,
+        **extra,
+    }
+    return validate_spec(raw, "test.yaml")
+
+
+def test_pairing_plans_one_job_per_cell_repeat_and_no_shared_baseline():
+    spec = _spec(aa_control=True)
+    runs = spec.runs()
+    assert {r.arm for r in runs} == {"pair"}
+    assert sorted(r.run_id.split(".", 1)[1] for r in runs) == [
+        "aa.pair.r1", "aa.pair.r2", "full_iteration.pair.r1", "full_iteration.pair.r2",
+    ]  # fmt: skip
+    cell = next(c for c in spec.cells() if not c.is_control)
+    assert cell.pair_run_ids == tuple(r.run_id for r in runs if r.cell_id == cell.cell_id)
+    assert cell.eager_run_ids == tuple(f"{j}.eager" for j in cell.pair_run_ids)
+    plan = launch_plan(runs[0])
+    assert abba.is_pair_plan(plan) and "--order" in plan.argv and "A1,B1,B2,A2" in plan.argv
+    df = plan_frame(spec)
+    assert set(df.arm) == {"pair"} and df.command.str.contains("graphsweep.abba").all()
+    # a pair runs each arm twice: it costs what four unpaired runs cost
+    eager, graph = runs[0].pair_arms()
+    from graphsweep.plan import estimate_gpu_seconds
+
+    assert df.est_gpu_seconds.iloc[0] == pytest.approx(2 * estimate_gpu_seconds(eager) + 2 * estimate_gpu_seconds(graph))
+
+
+def test_unpaired_ids_do_not_change():
+    raw = _spec().raw
+    spec = validate_spec({**raw, "pairing": False}, "test.yaml")
+    ids = [r.run_id.split(".", 1)[1] for r in spec.runs()]
+    assert ids == ["eager.r1", "eager.r2", "full_iteration.r1", "full_iteration.r2"]
+
+
+def test_either_arms_preflight_rule_blocks_the_pair():
+    raw = yaml.safe_load((Path(__file__).parent.parent / "configs/examples/megatron-tiny-vanilla-gpt.yaml").read_text())
+    spec = validate_spec({**raw, "pairing": True}, "test.yaml")
+    for run in spec.runs():
+        eager, graph = run.pair_arms()
+        assert preflight(run) == preflight(eager) + preflight(graph)
+
+
+# --------------------------------------------------------------------------------------------------
+# Parse, aggregate, compare: synthetic pair jobs through the real pipeline functions
+
+
+def _pair_job(out: Path, spec, run, fake_train: Path, eager_ms: float, graph_ms: float, graph_extra=()) -> Path:
+    """A finished pair job's run folder: config.yaml as the workflow writes it, log.txt from the real driver."""
+    run_dir = out / "runs" / run.run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(run_config(run), sort_keys=False))
+    pair = abba.pair_plan(_plan(fake_train, eager_ms, "eager"), _plan(fake_train, graph_ms, "graph", *graph_extra),
+                          repeat=run.repeat)  # fmt: skip
+    proc = _drive(pair)
+    (run_dir / "log.txt").write_text(proc.stdout)
+    walls = sum(s.wall_s for s in abba.split_segments(proc.stdout))
+    info = {"run_id": run.run_id, "job_id": f"j{run.repeat}", "exit_code": proc.returncode, "state": "COMPLETED",
+            "wall_s": walls + 1.0, "gpus": 1, "gpu_seconds": walls + 1.0, "attempt": 1, "executor": "local"}  # fmt: skip
+    (run_dir / "run.json").write_text(json.dumps(info))
+    parse_run_dir(run_dir, run_dir / "iterations.parquet", run_dir / "summary.json")
+    return run_dir
+
+
+def _sweep(tmp_path, fake_train, node_speed, graph_gain=0.9, graph_extra=()):
+    spec = _spec(repeats=len(node_speed))
+    out = tmp_path / "results" / spec.name
+    write_plan(spec, out / "plan.parquet")
+    dirs = [_pair_job(out, spec, run, fake_train, 10.0 * s, 10.0 * s * graph_gain, graph_extra)
+            for run, s in zip(spec.runs(), node_speed)]  # fmt: skip
+    aggregate(out / "plan.parquet", dirs, out / "runs.parquet", out / "iterations.parquet")
+    cmp = compare(out / "plan.parquet", out / "runs.parquet", out / "iterations.parquet", out / "comparison.parquet")
+    return out, pd.read_parquet(out / "runs.parquet"), cmp
+
+
+def test_each_pair_job_gives_an_eager_and_a_graph_run_with_the_jobs_cost_split(tmp_path, fake_train):
+    out, runs, _ = _sweep(tmp_path, fake_train, [1.0, 1.0])
+    assert len(runs) == 4
+    for pair_id, g in runs.groupby("pair_id"):
+        assert sorted(g.arm) == ["eager", "graph"] and g.job_id.nunique() == 1
+        job = json.loads((out / "runs" / pair_id / "run.json").read_text())
+        assert g.gpu_seconds.sum() == pytest.approx(job["gpu_seconds"], abs=0.01)  # counted once, split
+        assert (g.steady_n == 2 * (ITERS - WARMUP - 1)).all()  # two segments' windows
+        assert sorted(json.loads(g[g.arm == "graph"].segments.iloc[0])) == ["B1", "B2"]
+    it = pd.read_parquet(out / "iterations.parquet")
+    one = it[it.run_id == runs.run_id.iloc[0]]
+    assert one.iteration.is_monotonic_increasing and one.iteration.max() == 2 * ITERS
+    assert sorted(one.segment.unique()) == ["A1", "A2"]
+
+
+def test_pairing_removes_node_to_node_variance_from_the_verdict(tmp_path, fake_train):
+    # four jobs on nodes up to 30 % apart; within every job the graph arm is 10 % faster
+    node_speed = [1.0, 1.3, 0.85, 1.15]
+    _, runs, cmp = _sweep(tmp_path, fake_train, node_speed)
+    row = cmp.iloc[0]
+    assert row.verdict == "speedup", row.reason
+    assert "pairs" in row.ci_method and row.n_eager == row.n_graph == 4
+    assert 1.08 < row.ci_low <= row.speedup <= row.ci_high < 1.14
+    # the same runs judged as independent jobs cannot tell: the nodes' spread swamps a 10 % effect
+    med = runs.set_index("run_id").step_ms_median
+    unpaired = stats.judge_cell(
+        [stats.ArmRun(r, "completed", [med[r]]) for r in row.eager_run_ids],
+        [stats.ArmRun(r, "completed", [med[r]]) for r in row.graph_run_ids],
+        paired=False,
+    )
+    assert unpaired.verdict == "inconclusive"
+    assert np.log(row.ci_high / row.ci_low) < np.log(unpaired.ci_high / unpaired.ci_low) / 5
+
+
+def test_a_graph_arm_that_ooms_in_its_segments_is_an_oom_cell(tmp_path, fake_train):
+    _, runs, cmp = _sweep(tmp_path, fake_train, [1.0, 1.0], graph_extra=("oom",))
+    assert set(runs[runs.arm == "graph"].outcome) == {"oom"}
+    assert set(runs[runs.arm == "eager"].outcome) == {"completed"}
+    assert cmp.iloc[0].verdict == "oom" and cmp.iloc[0].paired_outcome == "graph-only-oom"

@@ -1,0 +1,132 @@
+"""Adaptive repeats on the real workflow: `graphsweep more-repeats` after a CPU sweep adds exactly the new runs of
+the inconclusive cells, and the next `snakemake` touches nothing finished.
+
+The sweep has an A/A control cell (eager vs eager: completes on the CPU) and a practical margin of 0.1 %, so
+two repeats per arm cannot call the control cell neutral: it is inconclusive unless the CPU happens to make it a
+false positive (then the test says so and skips).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from graphsweep import repeats
+from graphsweep.spec import load_spec
+from tests.conftest import ROOT, copy_workflow, snakemake
+
+pytestmark = pytest.mark.slow
+
+SPEC = {
+    "sweep": "adaptive",
+    "workload": {"kind": "builtin"},
+    "axes": {"hidden": [32]},
+    "fixed": {"layers": 1, "heads": 2, "seq_length": 16, "micro_batch": 1, "vocab": 64},
+    "variants": [{"impl": "full_iteration"}],  # blocked on the CPU: never inconclusive, never repeated
+    "aa_control": True,
+    "repeats": 2,
+    "warmup": 1,
+    "iterations": 8,
+    "margin": 0.001,
+    "executor": {"cluster": "local", "timeout_min": 5},
+}
+
+
+def planned_runs(text: str) -> set[str]:
+    """run_ids of the `run` jobs a `snakemake -n` would execute."""
+    ids = set()
+    for block in re.split(r"\n\s*\n", text):
+        if re.search(r"^(local)?rule run:", block, re.M):
+            ids.update(re.findall(r"run_id=([^\s,]+)", block))
+    return ids
+
+
+def finished_files(out) -> dict[str, tuple[bytes, int]]:
+    return {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted((out / "runs").glob("*/*")) if p.is_file()}
+
+
+def more_repeats(workdir, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "graphsweep.cli", "more-repeats", "configs/adaptive.yaml", *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("adaptive"))
+    (workdir / "configs" / "adaptive.yaml").write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    proc = snakemake(workdir, "--cores", "2", "--config", "spec=configs/adaptive.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    out = workdir / "results" / "adaptive"
+    cmp = pd.read_parquet(out / "comparison.parquet")
+    inconclusive = set(cmp.cell_id[cmp.verdict == "inconclusive"])
+    if not inconclusive:
+        pytest.skip(f"the CPU made every cell decisive this time: {dict(zip(cmp.cell_id, cmp.verdict))}")
+    return workdir, out, inconclusive
+
+
+def test_more_repeats_plans_only_inconclusive_cells_and_the_dry_run_lists_only_new_runs(swept):
+    workdir, out, inconclusive = swept
+    before = finished_files(out)
+    proc = more_repeats(workdir, "--target-repeats", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "GPU-hours" in proc.stdout
+    extra = repeats.read_extra(out / "extra_repeats.yaml")
+    assert set(extra) == inconclusive and set(extra.values()) == {3}
+    spec = load_spec(workdir / "configs" / "adaptive.yaml")
+    shape = spec.cells()[0].shape_id
+    # the control cell's third repeat and its shape's third eager baseline run, nothing for the blocked cell
+    expected = {f"{cell}.r3" for cell in inconclusive} | {f"{shape}.eager.r3"}
+    for run_id in expected:
+        assert run_id in proc.stdout
+    dry = snakemake(workdir, "--cores", "2", "--config", "spec=configs/adaptive.yaml", "-n")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert planned_runs(dry.stdout + dry.stderr) == expected
+
+    # the real rerun adds them and leaves every finished run's files as they were
+    proc = snakemake(workdir, "--cores", "2", "--config", "spec=configs/adaptive.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    after = finished_files(out)
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert {p.split("/runs/")[1].split("/")[0] for p in set(after) - set(before)} == expected
+    cmp = pd.read_parquet(out / "comparison.parquet").set_index("cell_id")
+    for cell in inconclusive:
+        assert (cmp.loc[cell, "n_eager"], cmp.loc[cell, "n_graph"]) == (3, 3)
+        assert len(cmp.loc[cell, "graph_run_ids"]) == 3
+    # nothing is left to do
+    again = snakemake(workdir, "--cores", "2", "--config", "spec=configs/adaptive.yaml", "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_plan_records_the_extra_repeats(swept):
+    from graphsweep.tables import table_info
+
+    _, out, inconclusive = swept
+    if not (out / "extra_repeats.yaml").exists():
+        pytest.skip("runs after the previous test")
+    assert set(table_info(out / "plan.parquet")["extra"]["extra_repeats"]) == inconclusive
+
+
+def test_a_broken_extra_repeats_file_stops_the_workflow_with_the_key(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    (workdir / "configs" / "adaptive.yaml").write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    bad = workdir / "results" / "adaptive" / "extra_repeats.yaml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("repeats:\n  some.cell: many\n")
+    proc = snakemake(workdir, "--cores", "2", "--config", "spec=configs/adaptive.yaml", "-n")
+    assert proc.returncode != 0
+    assert "repeats.some.cell" in proc.stderr + proc.stdout and "'many'" in proc.stderr + proc.stdout
+
+
+def test_more_repeats_without_results_says_what_to_run(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    (workdir / "configs" / "adaptive.yaml").write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    proc = more_repeats(workdir)
+    assert proc.returncode == 2
+    assert "comparison.parquet does not exist" in proc.stderr and "snakemake" in proc.stderr
