@@ -1,0 +1,103 @@
+"""A paired sweep (`pairing: true`) through real Snakemake + submitit on the CPU.
+
+Each cell repeat is one job running both arms in ABBA order. On the CPU the graph arm's segments are blocked (no
+CUDA device) while its eager segments complete; the A/A control cell completes in both arms and is judged on
+per-job log-ratios. Then `graphsweep more-repeats` adds pair jobs to an inconclusive control cell only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.test_more_repeats import planned_runs
+
+pytestmark = pytest.mark.slow
+
+SPEC = {
+    "sweep": "paired",
+    "workload": {"kind": "builtin"},
+    "axes": {"hidden": [32]},
+    "fixed": {"layers": 1, "heads": 2, "seq_length": 16, "micro_batch": 1, "vocab": 64},
+    "variants": [{"impl": "full_iteration"}],
+    "aa_control": True,
+    "pairing": True,
+    "repeats": 2,
+    "warmup": 1,
+    "iterations": 8,
+    "margin": 0.001,
+    "executor": {"cluster": "local", "timeout_min": 5},
+}
+
+
+@pytest.fixture(scope="module")
+def paired(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("paired"))
+    (workdir / "configs" / "paired.yaml").write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    proc = snakemake(workdir, "--cores", "2", "--config", "spec=configs/paired.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return workdir, workdir / "results" / "paired"
+
+
+def test_plan_has_one_pair_job_per_cell_and_repeat(paired):
+    _, out = paired
+    plan = pd.read_parquet(out / "plan.parquet")
+    assert len(plan) == 4 and set(plan.arm) == {"pair"}
+    assert plan.run_id.str.contains(r"\.pair\.r[12]$").all()
+    assert plan.command.str.contains("graphsweep.abba").all()
+
+
+def test_each_job_ran_abba_or_baab_and_kept_its_segment_logs(paired):
+    _, out = paired
+    for job in pd.read_parquet(out / "plan.parquet").itertuples():
+        summary = json.loads((out / "runs" / job.run_id / "summary.json").read_text())
+        assert summary["order"] == (["A1", "B1", "B2", "A2"] if job.repeat == 1 else ["B1", "A1", "A2", "B2"])
+        for label in summary["order"]:
+            assert (out / "runs" / job.run_id / "segments" / f"{label}.log").stat().st_size > 0
+
+
+def test_runs_table_has_an_eager_and_a_graph_row_per_job(paired):
+    _, out = paired
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert len(runs) == 8
+    for pair_id, g in runs.groupby("pair_id"):
+        assert g.job_id.nunique() == 1 and len(g) == 2
+        other = "control" if pair_id.split(".")[1] == "aa" else "graph"
+        assert sorted(g.arm) == sorted(["eager", other])
+        job = json.loads((out / "runs" / pair_id / "run.json").read_text())
+        assert g.gpu_seconds.sum() == pytest.approx(job["gpu_seconds"], abs=0.01)  # the job's time, once
+    graph = runs[runs.arm == "graph"]
+    assert set(graph.outcome) == {"blocked"}
+    assert set(runs[runs.arm != "graph"].outcome) == {"completed"}
+
+
+def test_verdicts_blocked_graph_cell_and_a_paired_control_cell(paired):
+    _, out = paired
+    cmp = pd.read_parquet(out / "comparison.parquet").set_index("variant")
+    assert cmp.loc["full_iteration", "verdict"] == "blocked"
+    assert "CUDA graphs need a CUDA device" in cmp.loc["full_iteration", "reason"]
+    aa = cmp.loc["aa"]
+    assert aa.verdict in ("inconclusive", "speedup", "slowdown")  # a 0.1 % margin leaves no room for neutral
+    assert "n=2 pairs" in aa.ci_method
+    assert list(aa.eager_run_ids) == [f"{aa.cell_id}.pair.r{k}.eager" for k in (1, 2)]
+
+
+def test_more_repeats_adds_pair_jobs_only_for_the_inconclusive_control_cell(paired):
+    workdir, out = paired
+    cmp = pd.read_parquet(out / "comparison.parquet").set_index("variant")
+    if cmp.loc["aa", "verdict"] != "inconclusive":
+        pytest.skip(f"the CPU made the A/A cell a false positive this time: {cmp.loc['aa', 'reason']}")
+    cmd = [sys.executable, "-m", "graphsweep.cli", "more-repeats", "configs/paired.yaml", "--target-repeats", "3"]
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 new pair jobs" in proc.stdout
+    dry = snakemake(workdir, "--cores", "2", "--config", "spec=configs/paired.yaml", "-n")
+    assert planned_runs(dry.stdout + dry.stderr) == {f"{cmp.loc['aa', 'cell_id']}.pair.r3"}
