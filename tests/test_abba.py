@@ -239,3 +239,20 @@ def test_a_graph_arm_that_ooms_in_its_segments_is_an_oom_cell(tmp_path, fake_tra
     assert set(runs[runs.arm == "graph"].outcome) == {"oom"}
     assert set(runs[runs.arm == "eager"].outcome) == {"completed"}
     assert cmp.iloc[0].verdict == "oom" and cmp.iloc[0].paired_outcome == "graph-only-oom"
+
+
+def test_on_slurm_the_driver_runs_in_the_batch_step_and_each_segment_is_its_own_srun_step():
+    from graphsweep.submit import job_argv, slurm_parameters
+
+    arm = LaunchPlan(argv=["python", "-m", "train"], gpus=8, gpus_per_node=8, tasks_per_node=8, srun=True,
+                     srun_args=["--ntasks-per-node=8"])  # fmt: skip
+    pair = abba.pair_plan(arm, LaunchPlan(**{**arm.__dict__, "argv": ["python", "-m", "train", "--graph"]}), repeat=1)
+    slurm = {"container_image": "nvcr.io/nvidia/nemo:25.09", "partition": "batch"}
+    params = slurm_parameters(pair, slurm, 30, "gs-pair")
+    # the allocation fits one srun step of 8 tasks; the driver itself is not wrapped in srun (NeMo has no submitit)
+    assert (params["tasks_per_node"], params["gpus_per_node"], params["slurm_use_srun"]) == (8, 8, False)
+    argv = job_argv(pair, slurm)
+    assert argv[:3] == pair.argv[:3] and "srun" not in argv[:3]
+    args = abba._parse_args(argv[3:])
+    seg = abba._segment_argv(abba._plan_of(json.loads(args.plans)["B"]), json.loads(args.slurm))
+    assert seg[0] == "srun" and "--container-image=nvcr.io/nvidia/nemo:25.09" in seg and seg[-1] == "--graph"
