@@ -116,6 +116,22 @@ def _one_line(exc: BaseException) -> str:
     return str(exc).strip()
 
 
+def vanilla_gpt_comm_overlap_config() -> Any:
+    """The truth check's recipe: ``vanilla_gpt_pretrain_config`` (builds offline: no Hugging Face download) with a
+    ``CommOverlapConfig(tp_comm_overlap=False)``, as the production recipes carry one, so ``comm_overlap.*``
+    overrides (delay_wgrad_compute, overlap_moe_expert_parallel_comm) have a node to land on; vanilla has None.
+    Name it as ``graphsweep.bridge_check:vanilla_gpt_comm_overlap_config``."""
+    from megatron.bridge.recipes.gpt.vanilla_gpt import vanilla_gpt_pretrain_config
+    from megatron.bridge.training.comm_overlap import CommOverlapConfig
+
+    cfg = vanilla_gpt_pretrain_config()
+    cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=False)
+    return cfg
+
+
+TRUTH_CHECK_RECIPE = "graphsweep.bridge_check:vanilla_gpt_comm_overlap_config"
+
+
 def validate_cell(cell: BridgeCell) -> BridgeVerdict:
     """Build, override and validate one cell in this process; the process environment is restored afterwards."""
     from megatron.bridge.training.config import runtime_config_update
@@ -262,8 +278,8 @@ def cells_from_runs(runs: Iterable[Any], *, base_overrides: Iterable[str] = ()) 
     base = list(base_overrides)
     cells = []
     for run in runs:
-        generation = megatron.mcore_generation(run)
-        settings = megatron.run_overrides(run, "0.19" if generation == "auto" else generation)
+        # the run's own spelling; 'auto' gets the <= 0.18 one, which Core 0.19 migrates (megatron.graph_overrides)
+        settings = megatron.run_overrides(run)
         recipe = str(run.workload.get("recipe") or DEFAULT_RECIPE)
         cells.append(cell_from_settings(run.run_id, settings, megatron.run_env(run), gpus=run.gpus, recipe=recipe,
                                         base_overrides=base))

@@ -108,6 +108,9 @@ datasets==5.2.0
 pydantic==2.14.4
 nvdlfw-inspect==0.2.2
 transformers>=5.8,<=5.12.1
+onnxscript
+tensorboard>=2.19.0
+defusedxml
 einops
 numpy
 pyyaml
@@ -117,7 +120,9 @@ regex
 six
 packaging
 EOF
-if "$VPY" -c 'import omegaconf, hydra, modelopt, megatron.energon, diffusers, datasets, transformers, einops' 2>/dev/null; then
+# onnxscript: TE's export module; tensorboard: torch.utils.tensorboard; defusedxml: nvidia-resiliency-ext (found by
+# the import check on a CPU node: these three were not in the H200 list, they came with that machine's base image)
+if "$VPY" -c 'import omegaconf, hydra, modelopt, megatron.energon, diffusers, datasets, transformers, einops, onnxscript, tensorboard, defusedxml' 2>/dev/null; then
   step "4/8 import-time dependencies: present"
 else
   step "4/8 import-time dependencies (deps-top.txt, torch pinned)"
@@ -174,9 +179,13 @@ from megatron.bridge.recipes.gpt.vanilla_gpt import vanilla_gpt_pretrain_config
 from megatron.bridge.training.config import runtime_config_update
 import megatron.bridge.training.pretrain  # noqa: F401  (the training entry imports too)
 
-cfg = vanilla_gpt_pretrain_config()
-runtime_config_update(cfg)
-bad = vanilla_gpt_pretrain_config()
+def tiny():  # the recipe leaves the model size at 0
+    cfg = vanilla_gpt_pretrain_config()
+    cfg.model.num_layers, cfg.model.hidden_size, cfg.model.num_attention_heads = 2, 256, 4
+    return cfg
+
+runtime_config_update(tiny())
+bad = tiny()
 bad.model.cuda_graph_impl = "local"
 bad.model.cuda_graph_scope = ["full_iteration"]
 bad.rerun_state_machine.check_for_nan_in_loss = True

@@ -1,0 +1,306 @@
+"""Truth check: graphsweep's preflight rules against Megatron Bridge's own validator.
+
+Every rule's bad and good case (tests/test_preflight.py CASES, imported) is given to Bridge 0.6.2 /
+Megatron Core 0.19.2's ``runtime_config_update`` (graphsweep/bridge_check.py, no GPU) and to the rule engine.
+Where Bridge checks a rule at config time the two must agree: Bridge refuses exactly the configs the engine
+blocks with a config-time rule, with the message the rule carries. Rules Bridge only checks later (model build,
+capture, process-group setup) or not at all are listed with the reason, and their bad case must pass Bridge's
+config-time validator (so a Bridge that starts checking one fails this test until the list is updated).
+
+Two layers:
+- LIVE (marker ``megatron``): needs the venv of tools/megatron-venv.sh, named by GRAPHSWEEP_MEGATRON_PYTHON
+  (its python). It validates every case with Bridge, rewrites tests/fixtures/bridge_validator.json and asserts.
+- RECORDED (always, also in CI): the committed JSON from a live run; the rule engine is re-run now against
+  Bridge's recorded outcomes.
+
+Re-record after changing a rule or a case:
+  GRAPHSWEEP_MEGATRON_PYTHON=~/mbvenv/venv/bin/python .venv/bin/python -m pytest tests/test_bridge_agreement.py -m megatron
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphsweep import bridge_check, preflight
+from tests.conftest import ROOT
+from tests.test_preflight import CASES
+
+FIXTURE = ROOT / "tests" / "fixtures" / "bridge_validator.json"
+STACK = {"megatron-bridge": "0.6.2", "megatron-core": "0.19.2", "transformer-engine": "2.20.2", "torch": "2.11.0"}
+# vanilla_gpt_pretrain_config + an empty CommOverlapConfig: builds offline (the Llama/Qwen recipes fetch HF configs)
+RECIPE = bridge_check.TRUTH_CHECK_RECIPE
+# The recipe leaves the model size at 0 (MCore divides by num_attention_heads); no rule looks at these keys.
+BASE_OVERRIDES = ["model.num_layers=4", "model.hidden_size=256", "model.num_attention_heads=4"]
+
+# Rules Bridge 0.6.2 / Core 0.19.2 check inside runtime_config_update (ConfigContainer.validate, which also
+# finalises MCore's TransformerConfig; comm_overlap.setup; set_data_parallel_size). Their message must be Bridge's
+# unless MESSAGE_DIFFERS says why not.
+CONFIG_TIME = {
+    "cuda_graph_impl_invalid", "cuda_graph_scope_unknown", "cuda_graph_scope_and_modules", "local_only_full_iteration",
+    "full_iteration_with_te", "full_iteration_exclusive", "full_iteration_nan_check", "moe_and_moe_router",
+    "moe_preprocess_needs_router", "moe_preprocess_dtoh", "moe_scope_dense_model", "moe_scope_dropless",
+    "mlp_scope_all_moe", "full_recompute_te_scope", "moe_recompute_moe_router", "cpu_offloading",
+    "delay_wgrad_grad_accum_fusion", "delay_wgrad_attn_bias", "delay_wgrad_needs_ep_overlap", "moe_a2a_overlap_with_graphs",
+    "parallel_sizes_divide_gpus", "global_batch_divisible",
+}
+
+# Rules Bridge does not check at config time: where Megatron does check them (or why nobody does).
+NOT_AT_CONFIG_TIME = {
+    "te_rng_tracker": "Bridge gpt_provider.py provide(): asserted when the model is built, not by runtime_config_update",
+    "expandable_segments_nccl_graph_register": "MCore TECudaGraphHelper.__init__: asserted at capture, from the process environment",
+    "fsdp_with_graphs": "graphsweep's rule (after NVIDIA cloudai); Bridge accepts Megatron FSDP with TE graphs at config time",
+    "expert_parallel_sizes_divide_gpus": "MCore initialize_model_parallel: checked when the expert process groups are built",
+}
+
+# Rules this stack cannot judge: Bridge runs, but not on what the rule is about.
+PACKED_KEYS = ("the rule reads dataset.packed_sequence_specs.*, which is not a Bridge 0.6.2 config path (0.6.2: "
+               "dataset.enable_offline_packing + dataset.offline_packing_specs.{packed_sequence_size,pad_cu_seqlens}, "
+               "on SFT datasets only); Bridge refuses the override")
+NOT_COMPARABLE = {
+    "cuda_graph_modules_before_0_19": "its cases are for Megatron Core <= 0.18 (cuda_graph_scope API); the venv has 0.19.2",
+    "delay_wgrad_te_version": "its bad case is Transformer Engine 2.10.0; Bridge checks the TE it runs with (2.20.2)",
+    "packed_pad_to_max_length": PACKED_KEYS,
+    "packed_pad_cu_seqlens": PACKED_KEYS,
+    "packed_sequence_te_scope": PACKED_KEYS,
+}
+
+# Agreement on the verdict, not on the words: (case id -> why). The test fails when one of these starts to match,
+# so the list cannot go stale.
+MESSAGE_DIFFERS = {
+    "parallel_sizes_divide_gpus/bad": "Bridge config.py get_data_parallel_size asserts with a multi-line f-string "
+                                      "(\"world size (8) is not divisible by total_model_size (model_cfg."
+                                      "tensor_model_parallel_size=3 * ...)\"); ours is MCore parallel_state's wording",
+    "global_batch_divisible/bad": "Bridge checks the eval batch (eval_global_batch_size defaults to train.global_batch_size): "
+                                  "\"eval_global_batch_size (12) must be divisible by eval_micro_batch_size * "
+                                  "eval_data_parallel_size (2 * 8 = 16)\"; ours is about the training batch",
+}
+
+# Real disagreements the rule engine has with Bridge (case id -> what is wrong and the fix, for the rule owner).
+# Each must still disagree: fixing the rule makes this test fail until the entry is removed.
+KNOWN_DISAGREEMENTS = {
+    case_id: "delay_wgrad_attn_bias fires only when add_bias_linear/add_qkv_bias is given, but MCore's default is "
+             "add_bias_linear=True (transformer_config.py L205, core 0.19.2), so Bridge refuses an attn graph with "
+             "delayed wgrad unless model.add_bias_linear=false: the rule should read a missing add_bias_linear as True "
+             "(and the good cases of the delay_wgrad rules should set it false)"
+    for case_id in ("delay_wgrad_grad_accum_fusion/good", "delay_wgrad_needs_ep_overlap/good")
+}
+
+# Cases Bridge is not asked about at all (the venv's Core is 0.19.2).
+SKIP_MCORE = {"0.18"}
+
+# Settings a rule's cases leave to the recipe but Bridge needs before it reaches the rule: non-graph prerequisites
+# (Bridge comm_overlap.py checks overlap_moe_expert_parallel_comm first: expert parallel > 1, an MoE model, the
+# alltoall/flex dispatcher). Added to both the Bridge cell and the engine's input, so both judge the same config.
+EP_A2A = {"model.num_moe_experts": 8, "model.expert_model_parallel_size": 2, "model.moe_token_dispatcher_type": "alltoall"}
+CONTEXT: dict[str, dict[str, Any]] = {
+    "delay_wgrad_te_version": EP_A2A,
+    "delay_wgrad_grad_accum_fusion": EP_A2A,
+    "delay_wgrad_attn_bias": EP_A2A,
+    "delay_wgrad_needs_ep_overlap": EP_A2A,
+    "moe_a2a_overlap_with_graphs": EP_A2A,
+    # MCore: "num_moe_experts must be non None to use expert-parallel."
+    "expert_parallel_sizes_divide_gpus": {"model.num_moe_experts": 8},
+    # Bridge: "Megatron-FSDP requires the fsdp_dtensor checkpointing format!"
+    "fsdp_with_graphs": {"checkpoint.ckpt_format": "fsdp_dtensor"},
+    # MCore: 'Using recompute_granularity: full so recompute_method must be "block" or "uniform"'
+    "full_recompute_te_scope": {"model.recompute_method": "uniform", "model.recompute_num_layers": 1},
+}
+
+
+def test_every_rule_is_classified_once():
+    ids = {r.id for r in preflight.RULES}
+    groups = [CONFIG_TIME, set(NOT_AT_CONFIG_TIME), set(NOT_COMPARABLE)]
+    assert set().union(*groups) == ids
+    assert sum(len(g) for g in groups) == len(ids)
+
+
+# --------------------------------------------------------------------------------------------------
+# The cases and the agreement rule (shared by both layers)
+
+
+def cases() -> list[dict[str, Any]]:
+    out = []
+    for rule_id in sorted(CASES):
+        for kind, c in zip(("bad", "good"), CASES[rule_id]):
+            settings = {**CONTEXT.get(rule_id, {}), **c["settings"]}  # the case's own values win
+            out.append({"id": f"{rule_id}/{kind}", "rule": rule_id, "kind": kind, "settings": settings,
+                        "env": c["env"], "gpus": c["gpus"], "mcore": c["mcore"], "te_version": c["te_version"]})
+    return out
+
+
+def _inputs(c: dict[str, Any]) -> dict[str, Any]:
+    # through JSON, as the fixture holds them (tuples become lists)
+    return json.loads(json.dumps({k: c[k] for k in ("settings", "env", "gpus", "mcore", "te_version")}))
+
+
+def message_matches(ours: str, exc_type: str | None, theirs: str | None) -> bool:
+    """Our rule's message is Megatron's (or, for a bare KeyError, names Megatron's KeyError)."""
+    theirs = (theirs or "").strip()
+    if exc_type == "KeyError":
+        return f"KeyError: {theirs}" in ours  # MCore raises KeyError('<name>'): ours says which names are valid
+    # MCore's moe-recompute message ends in "with: " and the rest is another statement (see the rule's comment)
+    return bool(theirs) and (ours.strip() == theirs or theirs.startswith(ours.strip()))
+
+
+def engine(c: dict[str, Any]) -> list[Any]:
+    return preflight.check(c["settings"], c["env"], gpus=c["gpus"], mcore=c["mcore"], te_version=c["te_version"])
+
+
+def disagreements(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Case id -> how the rule engine and Bridge's recorded verdict disagree (verdict or message), in words."""
+    problems: dict[str, str] = {}
+    for r in records:
+        rid, rule = r["id"], r["rule"]
+        if rule in NOT_COMPARABLE or r["outcome"] == "not_run":
+            continue
+        fired = {v.rule: v.message for v in engine(r)}
+        config_fired = {k: m for k, m in fired.items() if k in CONFIG_TIME}
+        what = f"Bridge {r['outcome']}" + (f" ({r['exc_type']}: {r['message']})" if r["exc_type"] else "")
+        if r["outcome"] in ("override_error", "recipe_error"):
+            problems[rid] = f"{what}: the case's settings do not apply to Bridge {r['versions'].get('megatron-bridge')}"
+        elif r["outcome"] == "rejected" and not config_fired:
+            problems[rid] = f"{what}, but no config-time rule fires (engine: {sorted(fired) or 'nothing'})"
+        elif r["outcome"] == "ok" and config_fired:
+            problems[rid] = f"{what}, but the engine blocks it with config-time rules {sorted(config_fired)}"
+        elif r["kind"] == "bad" and rule in NOT_AT_CONFIG_TIME and r["outcome"] != "ok":
+            # a rule listed as checked later must pass Bridge's config-time validator on its bad case
+            problems[rid] = f"{what}: {rule} is listed as not checked at config time; move it to CONFIG_TIME"
+        elif r["kind"] == "bad" and rule in CONFIG_TIME and rule not in config_fired:
+            problems[rid] = f"the engine does not fire {rule} on its own bad case"
+        elif r["outcome"] == "rejected" and not any(
+                message_matches(m, r["exc_type"], r["message"]) for m in config_fired.values()):
+            problems[rid] = f"message: {what}, but the engine says {config_fired}"
+    return problems
+
+
+def assert_agreement(records: list[dict[str, Any]]) -> None:
+    problems = disagreements(records)
+    unexpected = {k: v for k, v in problems.items() if k not in KNOWN_DISAGREEMENTS
+                  and not (k in MESSAGE_DIFFERS and v.startswith("message: "))}
+    assert unexpected == {}
+    # the lists of known differences are still true (fixing a rule makes its entry fail here)
+    assert {k for k in KNOWN_DISAGREEMENTS if k not in problems} == set(), "fixed: remove from KNOWN_DISAGREEMENTS"
+    assert {k for k in MESSAGE_DIFFERS if not problems.get(k, "").startswith("message: ")} == set(), (
+        "messages now match: remove from MESSAGE_DIFFERS")
+
+
+# --------------------------------------------------------------------------------------------------
+# LIVE: Bridge itself
+
+
+def _bridge_python() -> str | None:
+    return os.environ.get("GRAPHSWEEP_MEGATRON_PYTHON") or None
+
+
+def run_live(python: str) -> dict[str, Any]:
+    """Validate every case with Bridge; the fixture's content."""
+    all_cases = cases()
+    to_run = [c for c in all_cases if c["mcore"] not in SKIP_MCORE]
+    cells = [bridge_check.cell_from_settings(c["id"], c["settings"], c["env"], gpus=c["gpus"], recipe=RECIPE,
+                                             base_overrides=BASE_OVERRIDES) for c in to_run]
+    report = bridge_check.validate_cells(cells, python, timeout=1200)
+    got = report.by_id()
+    records = []
+    for c in all_cases:
+        v = got.get(c["id"])
+        rec = {"id": c["id"], "rule": c["rule"], "kind": c["kind"], **_inputs(c), "recipe": RECIPE,
+               "overrides": next((cell.overrides for cell in cells if cell.id == c["id"]), []),
+               "versions": report.versions}
+        if v is None:
+            rec.update(outcome="not_run", exc_type=None, message=f"mcore {c['mcore']} case; the venv has Core "
+                       f"{report.versions.get('megatron-core')}", stage=None)
+        else:
+            rec.update(outcome=v.outcome, exc_type=v.exc_type, message=v.message, stage=v.stage)
+        records.append(rec)
+    return {"about": "Megatron Bridge runtime_config_update on every preflight case (tests/test_bridge_agreement.py)",
+            "versions": report.versions, "python": report.python, "recipe": RECIPE,
+            "environment": "RANK=0 LOCAL_RANK=0 WORLD_SIZE=<gpus>, no GPU", "records": records}
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+@pytest.mark.skipif(not _bridge_python(), reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
+def test_live_bridge_validator_agrees_with_the_rule_engine():
+    data = run_live(_bridge_python())
+    FIXTURE.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    assert {k: data["versions"].get(k) for k in STACK} == STACK, "the venv is not the pinned stack"
+    assert_agreement(data["records"])
+
+
+# --------------------------------------------------------------------------------------------------
+# RECORDED: the committed live run
+
+
+def _recorded() -> dict[str, Any]:
+    if not FIXTURE.exists():
+        pytest.fail(f"{FIXTURE} is missing: record it with the live test (see this file's docstring)")
+    return json.loads(FIXTURE.read_text())
+
+
+def test_recorded_run_is_of_the_pinned_stack_and_covers_every_case():
+    data = _recorded()
+    assert {k: data["versions"].get(k) for k in STACK} == STACK
+    recorded = {r["id"]: r for r in data["records"]}
+    stale = [c["id"] for c in cases() if c["id"] not in recorded
+             or {k: recorded[c["id"]][k] for k in ("settings", "env", "gpus", "mcore", "te_version")} != _inputs(c)]
+    assert not stale, f"cases changed since the recording: {stale}; re-record with the live test (docstring)"
+
+
+def test_recorded_bridge_verdicts_agree_with_the_rule_engine():
+    assert_agreement(_recorded()["records"])
+
+
+def test_recorded_config_time_rules_were_really_refused_by_bridge_with_their_message():
+    # the strong direction, spelled out: each config-time rule's bad case raised in Bridge with that rule's
+    # message, and its good case passed (except the listed known disagreements)
+    recorded = {r["id"]: r for r in _recorded()["records"]}
+    for rule in sorted(CONFIG_TIME):
+        bad = recorded[f"{rule}/bad"]
+        assert bad["outcome"] == "rejected", rule
+        ours = {v.rule: v.message for v in engine(bad)}[rule]
+        assert message_matches(ours, bad["exc_type"], bad["message"]) or f"{rule}/bad" in MESSAGE_DIFFERS, rule
+        if f"{rule}/good" not in KNOWN_DISAGREEMENTS:
+            assert recorded[f"{rule}/good"]["outcome"] == "ok", rule
+
+
+def test_recorded_later_rules_pass_bridge_config_validation():
+    recorded = {r["id"]: r for r in _recorded()["records"]}
+    assert {rule: recorded[f"{rule}/bad"]["outcome"] for rule in NOT_AT_CONFIG_TIME} == {
+        rule: "ok" for rule in NOT_AT_CONFIG_TIME}
+
+
+def test_recorded_packed_sequence_keys_are_not_bridge_0_6_2_config_paths():
+    recorded = {r["id"]: r for r in _recorded()["records"]}
+    for rule in ("packed_pad_to_max_length", "packed_pad_cu_seqlens", "packed_sequence_te_scope"):
+        for kind in ("bad", "good"):
+            r = recorded[f"{rule}/{kind}"]
+            assert r["outcome"] == "override_error" and "dataset.packed_sequence_specs" in r["message"], r["id"]
+
+
+# --------------------------------------------------------------------------------------------------
+# The controller side of bridge_check without Megatron
+
+
+def test_cells_carry_hydra_overrides_that_read_back_as_the_settings():
+    settings = {"model.cuda_graph_impl": "transformer_engine", "model.cuda_graph_scope": ["attn", "mlp"],
+                "model.cuda_graph_modules": None, "model.use_te_rng_tracker": True, "train.micro_batch_size": 2}
+    cell = bridge_check.cell_from_settings("x", settings, {"NCCL_GRAPH_REGISTER": 0}, gpus=8, base_overrides=["a.b=1"])
+    assert cell.overrides[0] == "a.b=1" and cell.gpus == 8 and cell.env == {"NCCL_GRAPH_REGISTER": "0"}
+    assert dict(preflight.parse_override(o)[:2] for o in cell.overrides[1:]) == settings
+
+
+def test_a_python_without_bridge_is_reported_with_what_to_do():
+    cell = bridge_check.cell_from_settings("x", {"model.cuda_graph_impl": "none"})
+    with pytest.raises(bridge_check.BridgeCheckError, match="could not import Megatron Bridge"):
+        bridge_check.validate_cells([cell], sys.executable, timeout=300)
+
+
+def test_a_missing_interpreter_is_reported():
+    with pytest.raises(bridge_check.BridgeCheckError, match="megatron-venv.sh"):
+        bridge_check.validate_cells([], Path("/nonexistent/python3.12"))
