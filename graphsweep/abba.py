@@ -64,10 +64,15 @@ def _plan_of(d: Mapping[str, Any]) -> LaunchPlan:
 
 
 def pair_plan(
-    eager: LaunchPlan, other: LaunchPlan, repeat: int, arms: tuple[str, str] = ("eager", "graph"), python: str | None = None
+    eager: LaunchPlan,
+    other: LaunchPlan,
+    repeat: int,
+    arms: tuple[str, str] = ("eager", "graph"),
+    python: str | None = None,
 ) -> LaunchPlan:
     """The pair job's plan: the driver as the command, the allocation of the arms (they share one layout)."""
-    if (eager.nodes, eager.gpus_per_node, eager.tasks_per_node) != (other.nodes, other.gpus_per_node, other.tasks_per_node):
+    layout = lambda p: (p.nodes, p.gpus_per_node, p.tasks_per_node)  # noqa: E731
+    if layout(eager) != layout(other):
         raise ValueError("pairing: the eager and graph arms need the same GPU layout to share one allocation")
     plans = json.dumps({"A": _plan_dict(eager), "B": _plan_dict(other)}, sort_keys=True)
     argv = [python or sys.executable, "-m", MODULE, "--order", ",".join(order_for(repeat)), "--arms", ",".join(arms),

@@ -124,7 +124,7 @@ def suggested_repeats(
         return cap, f"estimate {est:.3f}x sits on the margin edge: capped at {cap}"
     target = max(need, n_plan + 1)
     if target > cap:
-        return cap, f"about {target} repeats per arm at this spread (sd {plan_sd:.3f} of log step time): capped at {cap}"
+        return cap, f"about {target} repeats per arm at this spread (sd {plan_sd:.3f} of log step): capped at {cap}"
     return target, f"about {target} repeats per arm at this spread (sd {plan_sd:.3f} of log step time)"
 
 
@@ -209,7 +209,8 @@ def plan_more_repeats(
         targets[row.cell_id], why[row.cell_id] = target, reason
     if not targets:
         return plans
-    after = spec.with_extra_repeats({**spec.extra_repeats, **{c: max(n, spec.extra_repeats.get(c, 0)) for c, n in targets.items()}})
+    grown = {c: max(n, spec.extra_repeats.get(c, 0)) for c, n in targets.items()}
+    after = spec.with_extra_repeats({**spec.extra_repeats, **grown})
     added = new_runs(spec, after)
     shape_of = {c: cells[c].shape_id for c in targets}
     claimed: set[str] = set()

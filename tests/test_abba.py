@@ -150,7 +150,8 @@ def test_pairing_plans_one_job_per_cell_repeat_and_no_shared_baseline():
     eager, graph = runs[0].pair_arms()
     from graphsweep.plan import estimate_gpu_seconds
 
-    assert df.est_gpu_seconds.iloc[0] == pytest.approx(2 * estimate_gpu_seconds(eager) + 2 * estimate_gpu_seconds(graph))
+    four = 2 * estimate_gpu_seconds(eager) + 2 * estimate_gpu_seconds(graph)
+    assert df.est_gpu_seconds.iloc[0] == pytest.approx(four)
 
 
 def test_unpaired_ids_do_not_change():
@@ -183,7 +184,8 @@ def _pair_job(out: Path, spec, run, fake_train: Path, eager_ms: float, graph_ms:
     (run_dir / "log.txt").write_text(proc.stdout)
     walls = sum(s.wall_s for s in abba.split_segments(proc.stdout))
     info = {"run_id": run.run_id, "job_id": f"j{run.repeat}", "exit_code": proc.returncode, "state": "COMPLETED",
-            "wall_s": walls + 1.0, "gpus": 1, "gpu_seconds": walls + 1.0, "attempt": 1, "executor": "local"}  # fmt: skip
+            "wall_s": walls + 1.0, "gpus": 1, "gpu_seconds": walls + 1.0, "attempt": 1,
+            "executor": "local"}  # fmt: skip
     (run_dir / "run.json").write_text(json.dumps(info))
     parse_run_dir(run_dir, run_dir / "iterations.parquet", run_dir / "summary.json")
     return run_dir

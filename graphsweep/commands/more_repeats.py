@@ -12,7 +12,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from graphsweep.repeats import DEFAULT_CAP, RepeatsError, apply_extra, extra_repeats_path, plan_more_repeats, write_extra
+from graphsweep.repeats import (
+    DEFAULT_CAP,
+    RepeatsError,
+    apply_extra,
+    extra_repeats_path,
+    plan_more_repeats,
+    write_extra,
+)
 from graphsweep.spec import SpecError, load_spec
 
 NAME = "more-repeats"
