@@ -174,9 +174,11 @@ def _blocked_estimate(t: SweepTables, row: pd.Series, cost: dict[str, float]) ->
 def cost_accounting(t: SweepTables) -> Cost:
     cost = _run_cost(t.runs)
     spent = sum(cost.values())
-    shape_cells: dict[str, int] = {}
+    # an eager run is shared by the cells that reference it (all variants of a shape; one cell when paired)
+    eager_users: dict[str, int] = {}
     for _, c in t.comparison.iterrows():
-        shape_cells[c.shape_id] = shape_cells.get(c.shape_id, 0) + 1
+        for r in _ids(c.get("eager_run_ids")):
+            eager_users[r] = eager_users.get(r, 0) + 1
     per_verdict: dict[str, float] = {}
     per_cells: dict[str, int] = {}
     control = 0.0
@@ -186,7 +188,7 @@ def cost_accounting(t: SweepTables) -> Cost:
         attributed.update(eager_ids)
         attributed.update(graph_ids)
         secs = sum(cost.get(r, 0.0) for r in graph_ids)
-        secs += sum(cost.get(r, 0.0) for r in eager_ids) / max(1, shape_cells[c.shape_id])
+        secs += sum(cost.get(r, 0.0) / eager_users[r] for r in eager_ids)
         if _is_control(c):
             control += secs
         else:
