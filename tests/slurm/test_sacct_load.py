@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.slurm_workflow import calls, counting_wrappers, wait_until
+from tests.slurm.slurm_workflow import ROOT, calls, counting_wrappers, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -38,7 +38,7 @@ def test_max_calls_per_minute_counts_a_sliding_window():
 
 def test_200_waiting_runs_share_at_most_12_sacct_calls_a_minute(slurm_cluster, tmp_path):
     logs = counting_wrappers(tmp_path / "bin", ("sacct",))
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "PYTHONPATH": str(Path.cwd())}
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
     ids = []
     procs: list[subprocess.Popen] = []
     try:
