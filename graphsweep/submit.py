@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -52,6 +51,7 @@ from graphsweep.slurmstate import (
 __all__ = [
     "ALIVE_STATES",
     "STUCK_STATES",
+    "ControllerGone",
     "InfraFailure",
     "SubmitSettings",
     "execute_run",
