@@ -247,6 +247,8 @@ class SlurmStateCache:
         waiting = data["waiting"]
         for job_id in [j for j, w in waiting.items() if now - float(w.get("seen", 0)) > self.lease_s]:
             waiting.pop(job_id)  # its waiter is gone (killed controller): stop asking about it
+        for key in ("progress_at", "interrupted_at"):  # one entry per controller ever run: keep a day
+            data[key] = {c: at for c, at in data[key].items() if now - float(at) < 86400}
         data["queried_at"] = now  # also on failure: a broken sacct is not hammered by every waiter
         data["calls"] = int(data["calls"]) + 1
         try:

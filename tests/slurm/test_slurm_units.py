@@ -4,6 +4,7 @@ PREEMPTED/UNKNOWN wall-clock guard, the shared cache's rate limit, progress and 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,18 @@ def test_interrupt_message_names_the_jobs_and_both_ways_out():
     jobs = [("11", Waiting("cell-a.eager.r1"), JobRecord("11", "RUNNING")), ("12", Waiting("cell-b.eager.r1"), None)]
     text = interrupt_message(jobs)
     assert "scancel 11 12" in text and "cell-a.eager.r1" in text and "run the same snakemake command" in text
+
+
+def test_status_of_a_sweep_not_started_lists_every_run_as_planned(tmp_path):
+    spec = tmp_path / "sweep.yaml"
+    shutil.copy(ROOT / "configs" / "sweep.yaml", spec)
+    res = subprocess.run([sys.executable, "-m", "graphsweep.cli", "status", str(spec)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "30 planned" in res.stdout and "sweep default" in res.stdout
+
+
+def test_status_of_an_unknown_sweep_says_what_to_give(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "graphsweep.cli", "status", "nosuch"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 2 and "no results for sweep 'nosuch'" in res.stderr
