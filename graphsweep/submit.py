@@ -19,6 +19,7 @@ cache in graphsweep/slurmstate.py.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -27,10 +28,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import submitit
 
@@ -343,10 +345,25 @@ def _raise_interrupted(signum: int, frame: Any) -> None:  # noqa: ARG001
     raise _Interrupted(signum)
 
 
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C/SIGTERM/SIGHUP while sbatch runs and the side file is written: an interrupt in between would leave
+    a job nobody knows about (no side file: the rerun submits a duplicate). The signal is delivered right after."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+
+
 def _submit_slurm(
     run_id: str, plan: LaunchPlan, jobs_dir: Path, s: SubmitSettings, attempt: int, say: Callable[[str], None]
-) -> dict[str, Any]:
-    """sbatch through submitit; retried while slurmctld is unreachable (restart, 'Socket timed out')."""
+) -> SlurmWaiter:
+    """sbatch through submitit, record the job in the side file and the shared cache; sbatch failures (slurmctld
+    restarting, 'Socket timed out') are retried for submit_retry_s."""
     # One folder for all of this run's jobs, created before sbatch: with submitit's `%j` folders Slurm can start the
     # job before submitit has made its folder, and a job whose --output folder is missing fails at once (FAILED, 0 s).
     folder = jobs_dir / "submitit"
@@ -359,27 +376,30 @@ def _submit_slurm(
     argv = job_argv(plan, s.slurm)
     deadline = time.monotonic() + s.submit_retry_s
     while True:
-        try:
-            job = ex.submit(job_main, argv, dict(plan.env), str(job_log.resolve()))
-            break
-        except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as exc:
-            text = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]
-            if time.monotonic() > deadline:
-                raise InfraFailure("SUBMIT", f"sbatch kept failing for {s.submit_retry_s:.0f} s: {text[0]}") from exc
-            say(f"{run_id}: sbatch failed ({text[0][:200]}); retrying in 15 s")
-            time.sleep(15)
-    side = {
-        "cluster": "slurm",
-        "job_id": str(job.job_id),
-        "folder": str(folder.resolve()),
-        "log": str(job_log.resolve()),
-        "attempt": attempt,
-        "timeout_min": int(s.timeout_min),
-        "submitted_utc": utc_now(),
-    }
-    _write_side(jobs_dir, side)
-    say(f"submitted {run_id} as Slurm job {job.job_id} (time limit {s.timeout_min} min, attempt {attempt})")
-    return side
+        with _signals_deferred():
+            try:
+                job = ex.submit(job_main, argv, dict(plan.env), str(job_log.resolve()))
+            except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as exc:
+                error: Exception = exc
+            else:
+                side = {
+                    "cluster": "slurm",
+                    "job_id": str(job.job_id),
+                    "folder": str(folder.resolve()),
+                    "log": str(job_log.resolve()),
+                    "attempt": attempt,
+                    "timeout_min": int(s.timeout_min),
+                    "submitted_utc": utc_now(),
+                }
+                _write_side(jobs_dir, side)
+                waiter = SlurmWaiter(run_id, side, s.state_cache(), say, _waiting_limits(s))
+                say(f"submitted {run_id} as Slurm job {job.job_id} (time limit {s.timeout_min} min, attempt {attempt})")
+                return waiter
+        text = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+        if time.monotonic() > deadline:
+            raise InfraFailure("SUBMIT", f"sbatch kept failing for {s.submit_retry_s:.0f} s: {text}") from error
+        say(f"{run_id}: sbatch failed ({text[:200]}); retrying in 15 s")
+        time.sleep(15)
 
 
 def _slurm_outcome(side: Mapping[str, Any]) -> dict[str, Any]:
@@ -396,39 +416,40 @@ def _slurm_outcome(side: Mapping[str, Any]) -> dict[str, Any]:
 def _wait_slurm(
     run_id: str, jobs_dir: Path, plan: LaunchPlan, s: SubmitSettings, attempt: int, say: Callable[[str], None]
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
-    side = _read_side(jobs_dir)
     waiter: SlurmWaiter | None = None
-    if side and side.get("cluster") == "slurm":
-        waiter = SlurmWaiter(run_id, side, s.state_cache(), say, _waiting_limits(s))
-        if not waiter.pickle.exists():
-            state, ok = waiter.state_now()
-            if state in ALIVE_STATES | STUCK_STATES or (state is None and not ok):
-                say(f"reattaching {run_id} to Slurm job {side['job_id']} (state {state or 'unknown: sacct failed'})")
-            else:
-                say(f"previous Slurm job {side['job_id']} of {run_id} ended {state or 'without a sacct record'} "
-                    "without a result; submitting a new one")  # fmt: skip
-                waiter.forget()
-                waiter = None
-        else:
-            say(f"reattaching {run_id} to Slurm job {side['job_id']} (finished, result present)")
-    if waiter is None:
-        side = _submit_slurm(run_id, plan, jobs_dir, s, attempt, say)
-        waiter = SlurmWaiter(run_id, side, s.state_cache(), say, _waiting_limits(s))
-    assert side is not None
-    old = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # Signal handlers exist only in the main thread (the rule's script); elsewhere (a library caller) none are set.
+    main = threading.current_thread() is threading.main_thread()
+    old = {sig: signal.signal(sig, _raise_interrupted) for sig in _SIGNALS} if main else {}
     try:
+        side = _read_side(jobs_dir)
+        if side and side.get("cluster") == "slurm":
+            waiter = SlurmWaiter(run_id, side, s.state_cache(), say, _waiting_limits(s))
+            if waiter.pickle.exists():
+                say(f"reattaching {run_id} to Slurm job {side['job_id']} (finished, result present)")
+            else:
+                state, ok = waiter.state_now()
+                if state in ALIVE_STATES | STUCK_STATES or (state is None and not ok):
+                    say(f"reattaching {run_id} to Slurm job {side['job_id']} (state {state or 'unknown: sacct failed'})")
+                else:
+                    say(f"previous Slurm job {side['job_id']} of {run_id} ended {state or 'without a sacct record'} "
+                        "without a result; submitting a new one")  # fmt: skip
+                    waiter.forget()
+                    waiter = None
+        if waiter is None:
+            waiter = _submit_slurm(run_id, plan, jobs_dir, s, attempt, say)
         state = waiter.wait()
     except _Interrupted as exc:
-        waiter.interrupted()
+        if waiter is not None:
+            waiter.interrupted()
         raise SystemExit(128 + exc.signum) from None
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
     try:
-        facts = _slurm_outcome(side)
+        facts = _slurm_outcome(waiter.side)
     finally:
         waiter.forget()
-    return facts, side, "COMPLETED" if state in ALIVE_STATES | {"SUBMITTED"} else state
+    return facts, dict(waiter.side), "COMPLETED" if state in ALIVE_STATES | {"SUBMITTED"} else state
 
 
 # --------------------------------------------------------------------------------------------------
