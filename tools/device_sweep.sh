@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device-side (GPU machine): run a sweep through Snakemake + submitit (local executor) on the GPU itself, with the
 # controller's wheels carried in .whl/, then bring the results back under $OUT.
-#   usage (through the device tool): bash tools/device_sweep.sh configs/examples/h200-builtin.yaml results/examples
+#   usage (through the device tool, carry .whl): bash tools/device_sweep.sh configs/examples/h200-builtin.yaml results/examples
 set -u
 SPEC=$1
 RESULTS=${2:-results/examples}
