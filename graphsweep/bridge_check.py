@@ -292,11 +292,15 @@ def validate_cells(
     *,
     timeout: float = 900.0,
     cwd: str | os.PathLike[str] | None = None,
+    worker_env: Mapping[str, str] | None = None,
 ) -> BridgeReport:
     """Validate every cell with Bridge in one worker process run by ``python`` (a Python with Bridge installed).
 
     The worker runs in a scratch directory (``cwd``, default a fresh temporary one): recipes name output
-    folders relative to it. Raises :class:`BridgeCheckError` when the worker cannot start or dies.
+    folders relative to it. ``worker_env`` is added to the worker's environment: e.g. ``HF_HUB_OFFLINE=1`` where
+    Hugging Face cannot be reached (the Llama/Qwen recipes read a model config from the Hub; offline they fail
+    at once with a recipe_error instead of waiting on the network). Raises :class:`BridgeCheckError` when the
+    worker cannot start or dies.
     """
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
@@ -305,6 +309,7 @@ def validate_cells(
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # the controller's packages must not shadow the worker's
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    env.update({str(k): str(v) for k, v in (worker_env or {}).items()})
     with tempfile.TemporaryDirectory(prefix="graphsweep-bridge-check-") as scratch:
         try:
             proc = subprocess.run(
