@@ -112,7 +112,8 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _one_line(exc: BaseException) -> str:
+def _text(exc: BaseException) -> str:
+    """The exception text as Megatron wrote it, without surrounding blank lines (some asserts are f-string blocks)."""
     return str(exc).strip()
 
 
@@ -145,7 +146,7 @@ def validate_cell(cell: BridgeCell) -> BridgeVerdict:
             recipe = entry.resolve_recipe(cell.recipe)
             cfg = recipe()
         except (Exception, SystemExit) as exc:  # resolve_recipe exits with a message on an unknown name
-            return BridgeVerdict(cell.id, RECIPE_ERROR, type(exc).__name__, _one_line(exc), "recipe")
+            return BridgeVerdict(cell.id, RECIPE_ERROR, type(exc).__name__, _text(exc), "recipe")
         try:
             hydra, callables = entry._callable_overrides(list(cell.overrides))
             from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
@@ -160,12 +161,12 @@ def validate_cell(cell: BridgeCell) -> BridgeVerdict:
         except (Exception, SystemExit) as exc:
             # OverridesError wraps the real cause (e.g. "Key 'x' is not in struct"); keep both
             cause = exc.__cause__
-            msg = _one_line(exc) if cause is None else f"{_one_line(exc)} [{type(cause).__name__}]"
+            msg = _text(exc) if cause is None else f"{_text(exc)} [{type(cause).__name__}]"
             return BridgeVerdict(cell.id, OVERRIDE_ERROR, type(exc).__name__, msg, "overrides")
         try:
             runtime_config_update(cfg)
         except Exception as exc:
-            return BridgeVerdict(cell.id, REJECTED, type(exc).__name__, _one_line(exc), "runtime_config_update")
+            return BridgeVerdict(cell.id, REJECTED, type(exc).__name__, _text(exc), "runtime_config_update")
         return BridgeVerdict(cell.id, OK, stage="runtime_config_update")
     finally:
         os.environ.clear()
@@ -339,6 +340,37 @@ def validate_cells(
             f"(exit {proc.returncode}); last stderr lines:\n{tail}"
         )
     return BridgeReport(lines[0].get("versions", {}), lines[0].get("python", ""), verdicts)
+
+
+def preflight_runs(
+    runs: Iterable[Any], python: str | os.PathLike[str], **kwargs: Any
+) -> dict[str, list[Any]]:
+    """``preflight: megatron`` for planned runs: run id -> violations (empty when Bridge accepts the run).
+
+    Rule ids: ``bridge_rejected`` (runtime_config_update raised: the message is Megatron's, prefixed with the
+    exception type), ``bridge_override_error`` (an override this Bridge's config has no key for),
+    ``bridge_recipe_error`` (the recipe could not be built here, e.g. no Hugging Face access). Keyword arguments
+    go to :func:`validate_cells`. Repeats share overrides, so each distinct cell is validated once.
+    """
+    from graphsweep.launch import Violation
+
+    runs = list(runs)
+    cells = cells_from_runs(runs)
+    unique: dict[tuple[Any, ...], BridgeCell] = {}
+    key_of: dict[str, tuple[Any, ...]] = {}
+    for cell in cells:
+        key = (tuple(cell.overrides), tuple(sorted(cell.env.items())), cell.gpus, cell.recipe)
+        unique.setdefault(key, cell)
+        key_of[cell.id] = key
+    report = validate_cells(list(unique.values()), python, **kwargs)
+    verdicts = report.by_id()
+    source = (f"Megatron Bridge {report.versions.get('megatron-bridge', '?')} / Core "
+              f"{report.versions.get('megatron-core', '?')} runtime_config_update (graphsweep/bridge_check.py)")
+    out: dict[str, list[Any]] = {}
+    for cell in cells:
+        v = verdicts[unique[key_of[cell.id]].id]
+        out[cell.id] = [] if v.ok else [Violation(f"bridge_{v.outcome}", f"{v.exc_type}: {v.message}", source)]
+    return out
 
 
 if __name__ == "__main__":

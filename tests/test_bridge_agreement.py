@@ -29,7 +29,7 @@ import pytest
 
 from graphsweep import bridge_check, preflight
 from tests.conftest import ROOT
-from tests.test_preflight import CASES
+from tests.test_preflight import CASES, case
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bridge_validator.json"
 STACK = {"megatron-bridge": "0.6.2", "megatron-core": "0.19.2", "transformer-engine": "2.20.2", "torch": "2.11.0"}
@@ -90,6 +90,10 @@ KNOWN_DISAGREEMENTS = {
              "(and the good cases of the delay_wgrad rules should set it false)"
     for case_id in ("delay_wgrad_grad_accum_fusion/good", "delay_wgrad_needs_ep_overlap/good")
 }
+KNOWN_DISAGREEMENTS["cpu_offloading/good-local-full-iteration"] = (
+    "cpu_offloading allows only cuda_graph_impl=full_iteration on 0.19, but MCore migrates local + [full_iteration] "
+    "to that impl before the check (transformer_config.py L2466, core 0.19.2): the rule should test the effective "
+    "impl (GraphView.effective == 'full_iteration'), not the given one")
 
 # Cases Bridge is not asked about at all (the venv's Core is 0.19.2).
 SKIP_MCORE = {"0.18"}
@@ -124,13 +128,25 @@ def test_every_rule_is_classified_once():
 # The cases and the agreement rule (shared by both layers)
 
 
+# Cases the truth check added (id -> rule, kind, case), each from a disagreement Bridge showed.
+EXTRA_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    # the Bridge 0.6 full-iteration spelling (what mcore_version auto emits): MCore migrates it to
+    # cuda_graph_impl=full_iteration before its CPU-offloading check, so this is valid on 0.19
+    "cpu_offloading/good-local-full-iteration": ("cpu_offloading", "good", case(
+        {"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["full_iteration"], "model.use_te_rng_tracker": True,
+         "rerun_state_machine.check_for_nan_in_loss": False, "model.cpu_offloading": True})),
+}
+
+
 def cases() -> list[dict[str, Any]]:
+    listed = [(f"{rule_id}/{kind}", rule_id, kind, c)
+              for rule_id in sorted(CASES) for kind, c in zip(("bad", "good"), CASES[rule_id])]
+    listed += [(cid, rule_id, kind, c) for cid, (rule_id, kind, c) in EXTRA_CASES.items()]
     out = []
-    for rule_id in sorted(CASES):
-        for kind, c in zip(("bad", "good"), CASES[rule_id]):
-            settings = {**CONTEXT.get(rule_id, {}), **c["settings"]}  # the case's own values win
-            out.append({"id": f"{rule_id}/{kind}", "rule": rule_id, "kind": kind, "settings": settings,
-                        "env": c["env"], "gpus": c["gpus"], "mcore": c["mcore"], "te_version": c["te_version"]})
+    for cid, rule_id, kind, c in listed:
+        settings = {**CONTEXT.get(rule_id, {}), **c["settings"]}  # the case's own values win
+        out.append({"id": cid, "rule": rule_id, "kind": kind, "settings": settings,
+                    "env": c["env"], "gpus": c["gpus"], "mcore": c["mcore"], "te_version": c["te_version"]})
     return out
 
 
@@ -336,3 +352,25 @@ def test_live_tiny_example_sweep_runs_pass_bridges_validator():
     report = bridge_check.validate_cells(bridge_check.cells_from_runs(one_per_arm.values()), _bridge_python())
     assert {v.id: (v.outcome, v.message) for v in report.verdicts} == {
         v.id: (bridge_check.OK, None) for v in report.verdicts}
+
+
+@pytest.mark.megatron
+@pytest.mark.skipif(not _bridge_python(), reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
+def test_live_preflight_runs_blocks_each_run_with_bridges_words():
+    import dataclasses
+
+    from graphsweep import spec
+
+    runs, _ = spec.expand(spec.load_spec(ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"))
+    # CPU offloading on every arm; without max_position_embeddings (not a Bridge 0.6.2 field, see the xfail above)
+    settings = {k: v for k, v in runs[0].settings.items() if k != "model.max_position_embeddings"}
+    runs = [dataclasses.replace(r, settings={**settings, "model.cpu_offloading": True}) for r in runs]
+    got = bridge_check.preflight_runs(runs, _bridge_python())
+    assert set(got) == {r.run_id for r in runs}  # every repeat answered (each distinct cell validated once)
+    by_variant = {r.variant.name: got[r.run_id] for r in runs}
+    assert by_variant["eager"] == []
+    for name in ("attn", "attn+mlp"):
+        (v,) = by_variant[name]
+        assert v.rule == "bridge_rejected" and v.message == "ValueError: CUDA graphs not supported with CPU offloading."
+        assert v.source.startswith("Megatron Bridge 0.6.2 / Core 0.19.2 runtime_config_update")
+    assert by_variant["full_iteration"] == []  # local + [full_iteration] becomes the full_iteration impl: allowed

@@ -10,8 +10,10 @@
 # Everything comes from PyPI. Heavy steps run under `nice -n 19` with MAX_JOBS (default 2): login nodes are shared.
 # Needs: pyenv's Python 3.12 (or PYTHON312=/path/to/python3.12), a CUDA 13 toolkit (CUDA_HOME, default
 # /usr/local/cuda-13.0; only its headers and nvcc's presence are used: nothing is compiled for a GPU), unzip-free.
-# Timings on a 2-core login node (2026-11-30): torch 62 s, deps ~3 min, TE torch extension build ~10-25 min
-# (depends on how busy the node is), the rest under a minute. Disk: about 9 GB (torch's CUDA wheels).
+# Timings on a shared 2-core node (2026-11-30, load average 10-24 from other work): torch 62 s, import-time deps
+# 282 s, TE torch extension build 1238 s (9.5 min on an idle 2-core node per the H200 notes), Megatron/TE/resiliency
+# install 52 s, check 30 s. A fresh DIR with the TE wheel already in DIR/out and a warm pip cache: 2 min 9 s.
+# Disk: about 9 GB (torch's CUDA wheels).
 #
 # Workarounds, each found on the H200 path (shared/docs/device-megatron.md) or here:
 #  1. transformer_engine_torch is published only as an sdist of C++: built here with NVTE_FRAMEWORK=pytorch
@@ -83,7 +85,7 @@ fi
 echo "torch==$TORCH" >"$DIR/constraints.txt"
 
 # 3. Megatron and TE files from PyPI, checked -------------------------------------------------------------------
-if ! (cd "$DIR/wheels" && sha256sum --quiet -c SHA256SUMS 2>/dev/null) || [[ ! -f $DIR/wheels/transformer_engine_torch-$TE.tar.gz ]]; then
+if ! (cd "$DIR/wheels" && sha256sum --quiet -c SHA256SUMS >/dev/null 2>&1) || [[ ! -f $DIR/wheels/transformer_engine_torch-$TE.tar.gz ]]; then
   step "3/8 download megatron-bridge $BRIDGE, megatron-core $CORE, transformer-engine $TE (+cu13 wheel, torch sdist)"
   run_logged "$DIR/download.log" $NICE "$VPY" -m pip download --no-deps -d "$DIR/wheels" \
     "megatron-bridge==$BRIDGE" "megatron-core==$CORE" "transformer-engine==$TE" "transformer-engine-cu13==$TE"
