@@ -472,7 +472,8 @@ def _moe_recompute(c: Ctx) -> str | None:
 def _cpu_offload(c: Ctx) -> str | None:
     if not (c.g.graphs_on and c.flag("model.cpu_offloading")):
         return None
-    allowed = ("full_iteration",) if c.mcore != "0.18" and c.g.impl == "full_iteration" else ()
+    # MCore 0.19 turns local + [full_iteration] into the full_iteration impl before this check (Bridge 0.6.2 accepts it)
+    allowed = ("full_iteration",) if c.mcore != "0.18" and c.g.effective == "full_iteration" else ()
     if c.g.effective not in allowed:
         return "CUDA graphs not supported with CPU offloading."
     return None
@@ -539,9 +540,10 @@ def _delay_fusion(c: Ctx) -> str | None:
 
 
 @rule("delay_wgrad_attn_bias", "Bridge training/comm_overlap.py L520-557 (r0.6.0)",
-      "delayed wgrad with an attn graph cannot have attention bias (checked when add_bias_linear/add_qkv_bias given)")
+      "delayed wgrad with an attn graph cannot have attention bias (add_bias_linear defaults to True in MCore)")
 def _delay_bias(c: Ctx) -> str | None:
-    bias = c.flag("model.add_bias_linear") or c.flag("model.add_qkv_bias")
+    # a missing add_bias_linear is MCore's default, True (checked against Bridge 0.6.2's validator)
+    bias = c.flag("model.add_bias_linear", default=True) or c.flag("model.add_qkv_bias")
     if _delay_wgrad_graph(c) and "attn" in c.g.modules and bias:
         return "CUDA graph with delay_wgrad_compute does not support attention bias for now."
     return None

@@ -83,17 +83,7 @@ MESSAGE_DIFFERS = {
 
 # Real disagreements the rule engine has with Bridge (case id -> what is wrong and the fix, for the rule owner).
 # Each must still disagree: fixing the rule makes this test fail until the entry is removed.
-KNOWN_DISAGREEMENTS = {
-    case_id: "delay_wgrad_attn_bias fires only when add_bias_linear/add_qkv_bias is given, but MCore's default is "
-             "add_bias_linear=True (transformer_config.py L205, core 0.19.2), so Bridge refuses an attn graph with "
-             "delayed wgrad unless model.add_bias_linear=false: the rule should read a missing add_bias_linear as True "
-             "(and the good cases of the delay_wgrad rules should set it false)"
-    for case_id in ("delay_wgrad_grad_accum_fusion/good", "delay_wgrad_needs_ep_overlap/good")
-}
-KNOWN_DISAGREEMENTS["cpu_offloading/good-local-full-iteration"] = (
-    "cpu_offloading allows only cuda_graph_impl=full_iteration on 0.19, but MCore migrates local + [full_iteration] "
-    "to that impl before the check (transformer_config.py L2466, core 0.19.2): the rule should test the effective "
-    "impl (GraphView.effective == 'full_iteration'), not the given one")
+KNOWN_DISAGREEMENTS: dict[str, str] = {}  # none left (2026-11-30: attention-bias default and cpu_offloading fixed)
 
 # Cases Bridge is not asked about at all (the venv's Core is 0.19.2).
 SKIP_MCORE = {"0.18"}
@@ -341,9 +331,6 @@ def test_live_command_line_reports_bridges_assertion(tmp_path):
 
 @pytest.mark.megatron
 @pytest.mark.skipif(not _bridge_python(), reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
-@pytest.mark.xfail(strict=True, reason="configs/examples/megatron-tiny-vanilla-gpt.yaml sets model.max_position_embeddings, "
-                   "which Bridge 0.6.2's GPTModelProvider does not have: Hydra refuses the override (every arm). "
-                   "Without it all four arms pass Bridge's validator (checked 2026-11-30).")
 def test_live_tiny_example_sweep_runs_pass_bridges_validator():
     from graphsweep import spec
 
@@ -362,8 +349,8 @@ def test_live_preflight_runs_blocks_each_run_with_bridges_words():
     from graphsweep import spec
 
     runs, _ = spec.expand(spec.load_spec(ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"))
-    # CPU offloading on every arm; without max_position_embeddings (not a Bridge 0.6.2 field, see the xfail above)
-    settings = {k: v for k, v in runs[0].settings.items() if k != "model.max_position_embeddings"}
+    # CPU offloading on every arm
+    settings = dict(runs[0].settings)
     runs = [dataclasses.replace(r, settings={**settings, "model.cpu_offloading": True}) for r in runs]
     got = bridge_check.preflight_runs(runs, _bridge_python())
     assert set(got) == {r.run_id for r in runs}  # every repeat answered (each distinct cell validated once)

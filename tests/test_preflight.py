@@ -16,7 +16,9 @@ FULL = {"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["full_itera
         "rerun_state_machine.check_for_nan_in_loss": False}
 MOE = {"model.num_moe_experts": 8}
 ES = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-DELAY = {"comm_overlap.delay_wgrad_compute": True, "comm_overlap.overlap_moe_expert_parallel_comm": True}
+# add_bias_linear defaults to True in MCore, which the attention-bias rule would catch: the delay rules' cases turn it off
+DELAY = {"comm_overlap.delay_wgrad_compute": True, "comm_overlap.overlap_moe_expert_parallel_comm": True,
+         "model.add_bias_linear": False}
 PACKED = {"dataset.packed_sequence_specs.packed_sequence_size": 4096}
 
 
@@ -96,7 +98,8 @@ CASES = {
         case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"], "model.add_qkv_bias": True}),
         case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"], "model.add_qkv_bias": False,
               "model.add_bias_linear": False})),
-    "delay_wgrad_needs_ep_overlap": (case({**TE, "model.cuda_graph_scope": ["mlp"], "comm_overlap.delay_wgrad_compute": True}),
+    "delay_wgrad_needs_ep_overlap": (case({**TE, "model.cuda_graph_scope": ["mlp"], "comm_overlap.delay_wgrad_compute": True,
+                                           "model.add_bias_linear": False}),
                                      case({**TE, "model.cuda_graph_scope": ["attn"], **DELAY})),
     "expandable_segments_nccl_graph_register": (
         case({**TE, "model.cuda_graph_scope": ["attn"]}, env=ES),
