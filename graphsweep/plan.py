@@ -27,11 +27,42 @@ def estimate_gpu_seconds(run: RunSpec) -> float:
     return run.gpus * (_BUILTIN_SETUP_S + _BUILTIN_STEP_S * run.total_iterations)
 
 
+_BRIDGE_VERDICTS: dict[str, dict[str, list[launch.Violation]]] = {}  # per spec content: Bridge is asked once
+
+
 def blocked_by(spec: Spec) -> dict[str, list[launch.Violation]]:
     """Preflight violations per run id (empty list: the run may be submitted)."""
-    if spec.raw.get("preflight") == "none":
+    mode = spec.raw.get("preflight")
+    if mode == "none":
         return {r.run_id: [] for r in spec.runs()}
-    return {r.run_id: launch.preflight(r) for r in spec.runs()}
+    out = {r.run_id: launch.preflight(r) for r in spec.runs()}
+    if mode == "megatron" and spec.workload["kind"] == "megatron_bridge":
+        for run_id, violations in bridge_verdicts(spec).items():
+            out[run_id] = out.get(run_id, []) + violations
+    return out
+
+
+def bridge_verdicts(spec: Spec) -> dict[str, list[launch.Violation]]:
+    """`preflight: megatron`: Megatron Bridge's own runtime_config_update on every cell (graphsweep/bridge_check.py)."""
+    import json
+    import os
+
+    from graphsweep import bridge_check
+    from graphsweep.spec import SpecError
+
+    key = json.dumps(spec.raw, sort_keys=True, default=str)
+    if key not in _BRIDGE_VERDICTS:
+        python = spec.workload.get("bridge_python") or os.environ.get("GRAPHSWEEP_MEGATRON_PYTHON")
+        if not python:
+            raise SpecError(
+                spec.path,
+                "workload.bridge_python",
+                None,
+                "preflight: megatron needs a Python with Megatron Bridge installed: set workload.bridge_python or "
+                "GRAPHSWEEP_MEGATRON_PYTHON (tools/megatron-venv.sh builds one), or use preflight: rules",
+            )
+        _BRIDGE_VERDICTS[key] = bridge_check.preflight_runs(spec.runs(), python)
+    return _BRIDGE_VERDICTS[key]
 
 
 def plan_frame(spec: Spec) -> "pd.DataFrame":
