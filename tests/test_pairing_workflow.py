@@ -84,7 +84,8 @@ def test_verdicts_blocked_graph_cell_and_a_paired_control_cell(paired):
     assert cmp.loc["full_iteration", "verdict"] == "blocked"
     assert "CUDA graphs need a CUDA device" in cmp.loc["full_iteration", "reason"]
     aa = cmp.loc["aa"]
-    assert aa.verdict in ("inconclusive", "speedup", "slowdown")  # a 0.1 % margin leaves no room for neutral
+    # a timing verdict: CPU noise decides which one (a very tight pair can even fit the 0.1 % margin: neutral)
+    assert aa.verdict in ("neutral", "inconclusive", "speedup", "slowdown")
     assert "n=2 pairs" in aa.ci_method
     assert list(aa.eager_run_ids) == [f"{aa.cell_id}.pair.r{k}.eager" for k in (1, 2)]
 
