@@ -16,7 +16,6 @@ or `ingest()` runs them all in-process (`python -m graphsweep.ingest SPEC`).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import re
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from graphsweep import provenance
+from graphsweep.archive import sha256_file
 from graphsweep.spec import Spec, SpecError, load_spec
 
 RESERVED_GROUPS = {"variant", "repeat", "part"}
@@ -208,14 +208,6 @@ def match_files(spec: Spec) -> LogMap:
     return LogMap(files, facts, ignored, excluded)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _utc(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -252,7 +244,7 @@ def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str,
         "end_utc": _utc(max(s.st_mtime for s in stats)),
         "wall_s": None,
         "gpu_seconds": None,
-        "source_files": [{"path": str(f.resolve()), "sha256": _sha256(f), "bytes": s.st_size} for f, s in zip(files, stats)],
+        "source_files": [{"path": str(f.resolve()), "sha256": sha256_file(f), "bytes": s.st_size} for f, s in zip(files, stats)],
         "provenance": prov,
     }
     tmp = run_dir / "run.json.tmp"
