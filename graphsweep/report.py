@@ -691,7 +691,8 @@ def _traces_for(
                 continue
             r = runs.loc[rid] if rid in runs.index else {}
             p = plan.loc[rid] if rid in plan.index else {}
-            warm = _num(p.get("warmup")) if len(p) else None
+            # paired arms are not plan rows (their job is): the runs table carries the same warmup
+            warm = _num(p.get("warmup")) if len(p) else (_num(r.get("warmup")) if len(r) else None)
             first, last = _num(r.get("steady_first")) if len(r) else None, _num(r.get("steady_last")) if len(r) else None
             cap = _num(r.get("capture_iteration")) if len(r) else None
             failed = _num(r.get("failed_iteration")) if len(r) and r.get("outcome") not in ("completed", "timeout") else None
