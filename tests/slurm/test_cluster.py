@@ -73,7 +73,14 @@ def test_submitit_result_and_reattach_from_a_new_process(slurm_cluster, tmp_path
         import submitit
         job = submitit.SlurmJob(folder={str(folder)!r}, job_id={job.job_id!r})
         print(repr(job.result()))
-        print(job.get_info(mode="force")["State"])
+        # the result pickle exists before slurmdbd has the job's end: sacct can lag a few seconds behind
+        import time
+        for _ in range(60):
+            state = job.get_info(mode="force")["State"]
+            if state == "COMPLETED":
+                break
+            time.sleep(1)
+        print(state)
         """
     )
     res = subprocess.run([sys.executable, "-c", reattach], capture_output=True, text=True, timeout=300)
