@@ -2,6 +2,15 @@
 # Device-side (GPU machine): run a sweep through Snakemake + submitit (local executor) on the GPU itself, with the
 # controller's wheels carried in .whl/, then bring the results back under $OUT.
 #   usage (through the device tool, carry .whl): bash tools/device_sweep.sh configs/examples/h200-builtin.yaml results/examples
+# Make .whl/ here first (Python 3.12 wheels of the controller's packages, ~30 MB; the GPU machine has torch and numpy):
+#   .venv/bin/pip freeze --exclude-editable | grep -viE '^(torch|numpy|pip|setuptools|pytest.*|iniconfig|pluggy|duckdb|
+#     polars.*|sympy|mpmath|networkx|filelock|fsspec|pyarrow|scipy|pandas|matplotlib|pillow|fonttools|kiwisolver|
+#     contourpy|cycler|pyparsing|python.dateutil|tzdata)==' > /tmp/reqs.txt
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+#     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any -d .whl -r /tmp/reqs.txt
+#   (connection_pool has no wheel: `pip wheel --no-deps -w .whl connection_pool==0.0.3`); echo /.whl/ >> .git/info/exclude
+# Without pandas/pyarrow/scipy/matplotlib on the GPU machine the sweep stops after the run rule there; bring
+# results.tgz back, unpack it here and run the same snakemake command to parse, compare and report.
 set -u
 SPEC=$1
 RESULTS=${2:-results/examples}
