@@ -10,7 +10,9 @@
 #     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any -d .whl -r /tmp/reqs.txt
 #   (connection_pool has no wheel: `pip wheel --no-deps -w .whl connection_pool==0.0.3`); echo /.whl/ >> .git/info/exclude
 # Without pandas/pyarrow/scipy/matplotlib on the GPU machine the sweep stops after the run rule there; bring
-# results.tgz back, unpack it here and run the same snakemake command to parse, compare and report.
+# results.tgz back, unpack it here and finish without rerunning anything on this CPU:
+#   snakemake --cores 2 --config spec=SPEC results=results/examples --rerun-triggers mtime \
+#     --allowed-rules plan parse aggregate compare report all
 set -u
 SPEC=$1
 RESULTS=${2:-results/examples}
