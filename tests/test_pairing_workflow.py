@@ -17,24 +17,13 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.test_more_repeats import SPEC as ADAPTIVE_SPEC
 from tests.test_more_repeats import planned_runs
 
 pytestmark = pytest.mark.slow
 
-SPEC = {
-    "sweep": "paired",
-    "workload": {"kind": "builtin"},
-    "axes": {"hidden": [32]},
-    "fixed": {"layers": 1, "heads": 2, "seq_length": 16, "micro_batch": 1, "vocab": 64},
-    "variants": [{"impl": "full_iteration"}],
-    "aa_control": True,
-    "pairing": True,
-    "repeats": 2,
-    "warmup": 1,
-    "iterations": 8,
-    "margin": 0.000001,  # so small that no interval fits inside: the A/A cell cannot be neutral
-    "executor": {"cluster": "local", "timeout_min": 5},
-}
+# the adaptive-repeats sweep (one tiny shape, a CPU-blocked graph variant, an A/A cell), run as pair jobs
+SPEC = {**ADAPTIVE_SPEC, "sweep": "paired", "pairing": True}
 
 
 @pytest.fixture(scope="module")
