@@ -183,10 +183,15 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["outcome"] == "completed" and out["arm"] == "graph" and out["steady_first"] == 5
 
 
-def test_cli_table_shows_proving_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["parse", str(LOGS / "megatron-h200/invalid_full.log")]) == 0
+def test_cli_table_shows_proving_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A deep checkout path (CI's clone is one): piped output must keep `file:line` whole, not fold it.
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "invalid_full.log"
+    deep.parent.mkdir(parents=True)
+    deep.write_bytes((LOGS / "megatron-h200/invalid_full.log").read_bytes())
+    assert cli.main(["parse", str(deep)]) == 0
     out = capsys.readouterr().out
-    assert "blocked" in out and "check_for_nan_in_loss must be disabled" in out and "invalid_full.log:40" in out
+    assert "blocked" in out and "check_for_nan_in_loss must be disabled" in out
+    assert f"{deep}:40" in out
 
 
 def test_cli_missing_file(capsys: pytest.CaptureFixture[str]) -> None:

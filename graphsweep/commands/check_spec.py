@@ -37,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
         ]
         print(json.dumps({"ok": True, "sweep": spec.name, **summary, "cells": len(spec.cells()), "violations": violations}))
         return 0
-    from rich.console import Console
+    from graphsweep.commands import console as _console
     from rich.table import Table
 
-    console = Console()
+    console = _console()
     console.print(
         f"[bold]{spec.name}[/]: {len(spec.shapes())} shapes x {len(spec.variants)} variants = {len(spec.cells())} cells, "
         f"{summary['runs']} runs ({summary['to_submit']} to submit, {summary['blocked']} blocked by preflight), "

@@ -39,12 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from graphsweep.commands import console as _console
     from rich.table import Table
 
     from graphsweep.tables import read_table
 
-    err = Console(stderr=True)
+    err = _console(stderr=True)
     try:
         spec = load_spec(args.spec)
         spec = apply_extra(spec, args.results)
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     comparison = read_table(comparison_path, "comparison")
     runs = read_table(runs_path, "runs") if runs_path.exists() else None
     plans = plan_more_repeats(spec, comparison, runs, target_repeats=args.target_repeats, cap=args.max_repeats)
-    console = Console(width=200)
+    console = _console()
     if not plans:
         console.print(f"sweep {spec.name}: no inconclusive cell; nothing to add")
         return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from graphsweep import parse
@@ -59,34 +60,51 @@ def _num(v: float | None, fmt: str = "{:.2f}") -> str:
     return "–" if v is None else fmt.format(v)
 
 
+def _rows(s: parse.RunSummary) -> list[tuple[str, str]]:
+    rows = [("outcome", s.outcome + (f" ({s.error_class})" if s.error_class else "")
+             + (f", phase {s.phase}" if s.phase else "")),
+            ("reason", s.reason)]
+    if s.signature:
+        rows.append(("proving line", f"{s.signature_file}:{s.signature_line}\n{s.signature}"))
+    rows += [
+        ("arm", s.arm + (f", warmup {s.warmup}" if s.warmup is not None else "")),
+        ("iterations", f"{s.n_iterations}" + (f" (last {s.last_iteration} of {s.train_iters})"
+                                              if s.last_iteration else "")),
+        ("steady window", s.steady_reason or "–"),
+        ("step ms", f"median {_num(s.step_ms_median)}  mean {_num(s.step_ms_mean)}  "
+                    f"p10 {_num(s.step_ms_p10)}  p90 {_num(s.step_ms_p90)}"),
+        ("peak memory", f"{_num(s.peak_mem_gb, '{:.3f} GB')} (before capture "
+                        f"{_num(s.peak_mem_before_capture_gb, '{:.3f} GB')})"),
+        ("capture", f"seen {s.capture_seen}, replay {s.replay_seen}"
+                    + (f", {s.capture_s:.3f} s" if s.capture_s is not None else "")
+                    + (f", {s.graphable_layers} graphable layers" if s.graphable_layers is not None else "")),
+    ]
+    if s.transient:
+        rows.append(("transient", s.transient))
+    rows += [("note", n) for n in s.notes]
+    return rows
+
+
 def _table(s: parse.RunSummary) -> None:
-    from rich.console import Console
+    """A coloured table on a terminal; plain `key  value` lines when piped, so no path or message is folded."""
+    rows = _rows(s)
+    if not sys.stdout.isatty():
+        for key, value in rows:
+            lines = value.split("\n")
+            print(f"{key:<14} {lines[0]}")
+            for more in lines[1:]:
+                print(f"{'':<14} {more}")
+        return
     from rich.markup import escape as e
     from rich.table import Table
+
+    from graphsweep.commands import console
 
     colour = {"completed": "green", "blocked": "yellow", "oom": "red", "crashed": "red", "timeout": "magenta",
               "invalid": "red", "unparseable": "red"}.get(s.outcome, "cyan")
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
-    t.add_row("outcome", f"[{colour}]{s.outcome}[/]" + (f" ({s.error_class})" if s.error_class else "")
-              + (f", phase {s.phase}" if s.phase else ""))
-    t.add_row("reason", e(s.reason))
-    if s.signature:
-        t.add_row("proving line", e(f"{s.signature_file}:{s.signature_line}\n{s.signature}"))
-    t.add_row("arm", s.arm + (f", warmup {s.warmup}" if s.warmup is not None else ""))
-    t.add_row("iterations", f"{s.n_iterations}" + (f" (last {s.last_iteration} of {s.train_iters})"
-                                                   if s.last_iteration else ""))
-    t.add_row("steady window", e(s.steady_reason or "–"))
-    t.add_row("step ms", f"median {_num(s.step_ms_median)}  mean {_num(s.step_ms_mean)}  "
-                         f"p10 {_num(s.step_ms_p10)}  p90 {_num(s.step_ms_p90)}")
-    t.add_row("peak memory", f"{_num(s.peak_mem_gb, '{:.3f} GB')} (before capture "
-                             f"{_num(s.peak_mem_before_capture_gb, '{:.3f} GB')})")
-    t.add_row("capture", f"seen {s.capture_seen}, replay {s.replay_seen}"
-              + (f", {s.capture_s:.3f} s" if s.capture_s is not None else "")
-              + (f", {s.graphable_layers} graphable layers" if s.graphable_layers is not None else ""))
-    if s.transient:
-        t.add_row("transient", e(s.transient))
-    for n in s.notes:
-        t.add_row("note", e(n))
-    Console().print(t)
+    for key, value in rows:
+        t.add_row(key, f"[{colour}]{e(value)}[/]" if key == "outcome" else e(value))
+    console().print(t)

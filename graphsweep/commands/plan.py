@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
         return 2
     df = plan_frame(spec)
-    from rich.console import Console
+    from graphsweep.commands import console as _console
     from rich.table import Table
 
     table = Table("cell", "arm", "runs", "status", "GPU-h", "reason", title=f"sweep {spec.name}")
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             f"{g.est_gpu_seconds.sum() / 3600:.3f}",
             str(first.rule_message or ""),
         )
-    console = Console(width=200)
+    console = _console()
     console.print(table)
     s = dry_run_summary(df)
     console.print(

@@ -152,7 +152,7 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from graphsweep.commands import console as _console
     from rich.table import Table
 
     try:
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     table = Table("state", "cell", "arm", "run", "job", "detail", title=f"sweep {name} ({out})")
     for s in statuses:
         table.add_row(f"[{styles[s.state]}]{s.state}[/]", s.cell_id, s.arm, s.run_id, s.job_id, s.detail)
-    console = Console(width=max(160, Console().width))
+    console = _console()
     console.print(table)
     counts = {state: sum(s.state == state for s in statuses) for state in ORDER}
     console.print(", ".join(f"{n} {state}" for state, n in counts.items() if n) or "no runs")
