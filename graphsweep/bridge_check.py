@@ -133,6 +133,25 @@ def vanilla_gpt_comm_overlap_config() -> Any:
 TRUTH_CHECK_RECIPE = "graphsweep.bridge_check:vanilla_gpt_comm_overlap_config"
 
 
+def vanilla_gpt_packed_sft_config() -> Any:
+    """The truth check's recipe for the packed-sequence rules: the one above with Bridge 0.6.2's packed SFT dataset
+    (``default_squad_config`` with offline packing, a ``GPTSFTDatasetConfig``: only SFT datasets have the
+    ``enable_offline_packing`` / ``offline_packing_specs`` fields), padding left off so the overrides decide it,
+    and micro batch 1 (Bridge: "Micro batch size should be 1 when training with packed sequence"). Nothing is
+    downloaded: validation reads the config, not the data."""
+    from megatron.bridge.recipes.utils.dataset_utils import default_squad_config
+
+    cfg = vanilla_gpt_comm_overlap_config()
+    cfg.dataset = default_squad_config(seq_length=cfg.model.seq_length, enable_offline_packing=True)
+    cfg.dataset.dataset_kwargs = {"pad_to_max_length": False}
+    cfg.dataset.offline_packing_specs.pad_cu_seqlens = False
+    cfg.train.micro_batch_size = 1
+    return cfg
+
+
+PACKED_TRUTH_CHECK_RECIPE = "graphsweep.bridge_check:vanilla_gpt_packed_sft_config"
+
+
 def validate_cell(cell: BridgeCell) -> BridgeVerdict:
     """Build, override and validate one cell in this process; the process environment is restored afterwards."""
     from megatron.bridge.training.config import runtime_config_update

@@ -479,37 +479,57 @@ def _cpu_offload(c: Ctx) -> str | None:
     return None
 
 
-def _packed(c: Ctx) -> bool:
-    if c.flag("packed_sequence", "dataset.packed_sequence"):
+# Packed sequences. Bridge 0.6.2 spells them dataset.enable_offline_packing + dataset.offline_packing_specs.*
+# (GPTSFTDatasetConfig, data/builders/gpt_sft.py) or dataset.enable_in_batch_packing; older Bridge and NeMo 2
+# wrote dataset.packed_sequence_specs.* and the skill cards `packed_sequence=True`: all are read.
+# A recipe that packs by default (the SQuAD SFT recipes) is invisible to these rules unless the override says so;
+# `preflight: megatron` sees it.
+def _offline_packed(c: Ctx) -> bool:
+    """Offline (pre-packed) sequences: the padding rules of Bridge training/config.py apply."""
+    if c.flag("dataset.enable_offline_packing", "packed_sequence", "dataset.packed_sequence"):
         return True
     specs = c.get("dataset.packed_sequence_specs")
     size = _num(c.get("dataset.packed_sequence_specs.packed_sequence_size"), 0.0) or 0.0
     return size > 0 or (isinstance(specs, Mapping) and (_num(specs.get("packed_sequence_size"), 0.0) or 0.0) > 0)
 
 
-@rule("packed_sequence_te_scope", "MCore transformer_layer.py L1211-1217 (core_r0.19.0), at TE graph replay",
-      "transformer_engine scoped graphs cannot take packed sequences (packed_seq_params is not a Tensor)")
+def _thd(c: Ctx) -> bool:
+    """Any packing (offline or in-batch): the model gets packed_seq_params (THD layout)."""
+    return _offline_packed(c) or c.flag("dataset.enable_in_batch_packing")
+
+
+def _attn_captured(c: Ctx) -> bool:
+    """The graph holds attention: full iteration, a whole layer (no modules named) or the attn module."""
+    return c.g.effective == "full_iteration" or not c.g.modules or "attn" in c.g.modules
+
+
+@rule("packed_sequence_te_scope", "MCore transformer_layer.py _te_cuda_graph_replay L1209-1231 (core 0.19.2), at "
+      "the first TE graph replay", "transformer_engine graphs that hold attention cannot take packed sequences "
+      "(packed_seq_params is not a Tensor); an mlp/moe-only scope runs attention eagerly and is fine")
 def _packed_te(c: Ctx) -> str | None:
-    if c.g.effective == "transformer_engine" and _packed(c):
+    # NVIDIA's own packed SFT perf recipes use TE with scope ["mlp"] (Bridge perf_recipes/llama/gb200/llama3.py)
+    if c.g.effective == "transformer_engine" and _attn_captured(c) and _thd(c):
         return ("CUDA graph accepts only Tensor inputs. inference_context and packed_seq_params are excluded from "
                 "input list. For inference cuda graph, please use cuda_graph_impl=local instead.")
     return None
 
 
-@rule("packed_pad_to_max_length", "Bridge training/config.py L1170-1188 (r0.6.0)",
-      "offline packing with graphs needs the dataset padded to max length")
+def _pad_to_max_length(c: Ctx) -> bool:
+    return c.flag("dataset.dataset_kwargs.pad_to_max_length", "dataset.pad_to_max_length")
+
+
+@rule("packed_pad_to_max_length", "Bridge training/config.py ConfigContainer.validate L1162-1179 (0.6.2)", "offline packing with graphs needs the dataset padded to max length")
 def _packed_pad(c: Ctx) -> str | None:
-    if c.g.graphs_on and _packed(c) and not c.flag("dataset.dataset_kwargs.pad_to_max_length", "dataset.pad_to_max_length"):
+    if c.g.graphs_on and _offline_packed(c) and not _pad_to_max_length(c):
         return "Offline packing with CUDA graphs requires dataset pad_to_max_length=True."
     return None
 
 
-@rule("packed_pad_cu_seqlens", "Bridge training/config.py L1170-1188 (r0.6.0)",
+@rule("packed_pad_cu_seqlens", "Bridge training/config.py ConfigContainer.validate L1181-1188 (0.6.2)",
       "packed attention in a graph needs padded cu_seqlens")
 def _packed_cu(c: Ctx) -> str | None:
-    attn_captured = c.g.effective == "full_iteration" or not c.g.modules or "attn" in c.g.modules
-    if c.g.graphs_on and _packed(c) and attn_captured and not c.flag(
-        "dataset.packed_sequence_specs.pad_cu_seqlens", "dataset.offline_packing_specs.pad_cu_seqlens"
+    if c.g.graphs_on and _offline_packed(c) and _attn_captured(c) and not c.flag(
+        "dataset.offline_packing_specs.pad_cu_seqlens", "dataset.packed_sequence_specs.pad_cu_seqlens"
     ):
         return ("Packed attention CUDA graphs require offline_packing_specs.pad_cu_seqlens=True. "
                 "Enable it for full-iteration, whole-layer, or attention-scoped capture.")

@@ -47,7 +47,7 @@ CONFIG_TIME = {
     "moe_preprocess_needs_router", "moe_preprocess_dtoh", "moe_scope_dense_model", "moe_scope_dropless",
     "mlp_scope_all_moe", "full_recompute_te_scope", "moe_recompute_moe_router", "cpu_offloading",
     "delay_wgrad_grad_accum_fusion", "delay_wgrad_attn_bias", "delay_wgrad_needs_ep_overlap", "moe_a2a_overlap_with_graphs",
-    "parallel_sizes_divide_gpus", "global_batch_divisible",
+    "parallel_sizes_divide_gpus", "global_batch_divisible", "packed_pad_to_max_length", "packed_pad_cu_seqlens",
 }
 
 # Rules Bridge does not check at config time: where Megatron does check them (or why nobody does).
@@ -56,19 +56,19 @@ NOT_AT_CONFIG_TIME = {
     "expandable_segments_nccl_graph_register": "MCore TECudaGraphHelper.__init__: asserted at capture, from the process environment",
     "fsdp_with_graphs": "graphsweep's rule (after NVIDIA cloudai); Bridge accepts Megatron FSDP with TE graphs at config time",
     "expert_parallel_sizes_divide_gpus": "MCore initialize_model_parallel: checked when the expert process groups are built",
+    "packed_sequence_te_scope": "MCore transformer_layer.py _te_cuda_graph_replay: asserted at the first TE graph replay "
+                                "(Bridge accepts attention capture of packed sequences once pad_cu_seqlens is on)",
 }
 
 # Rules this stack cannot judge: Bridge runs, but not on what the rule is about.
-PACKED_KEYS = ("the rule reads dataset.packed_sequence_specs.*, which is not a Bridge 0.6.2 config path (0.6.2: "
-               "dataset.enable_offline_packing + dataset.offline_packing_specs.{packed_sequence_size,pad_cu_seqlens}, "
-               "on SFT datasets only); Bridge refuses the override")
 NOT_COMPARABLE = {
     "cuda_graph_modules_before_0_19": "its cases are for Megatron Core <= 0.18 (cuda_graph_scope API); the venv has 0.19.2",
     "delay_wgrad_te_version": "its bad case is Transformer Engine 2.10.0; Bridge checks the TE it runs with (2.20.2)",
-    "packed_pad_to_max_length": PACKED_KEYS,
-    "packed_pad_cu_seqlens": PACKED_KEYS,
-    "packed_sequence_te_scope": PACKED_KEYS,
 }
+
+# The recipe a rule's cases are validated with, where the default one lacks the fields the rule is about.
+RULE_RECIPE = {rule: bridge_check.PACKED_TRUTH_CHECK_RECIPE
+               for rule in ("packed_sequence_te_scope", "packed_pad_to_max_length", "packed_pad_cu_seqlens")}
 
 # Agreement on the verdict, not on the words: (case id -> why). The test fails when one of these starts to match,
 # so the list cannot go stale.
@@ -208,14 +208,16 @@ def run_live(python: str) -> dict[str, Any]:
     """Validate every case with Bridge; the fixture's content."""
     all_cases = cases()
     to_run = [c for c in all_cases if c["mcore"] not in SKIP_MCORE]
-    cells = [bridge_check.cell_from_settings(c["id"], c["settings"], c["env"], gpus=c["gpus"], recipe=RECIPE,
-                                             base_overrides=BASE_OVERRIDES) for c in to_run]
+    cells = [bridge_check.cell_from_settings(c["id"], c["settings"], c["env"], gpus=c["gpus"],
+                                             recipe=RULE_RECIPE.get(c["rule"], RECIPE), base_overrides=BASE_OVERRIDES)
+             for c in to_run]
     report = bridge_check.validate_cells(cells, python, timeout=1200)
     got = report.by_id()
     records = []
     for c in all_cases:
         v = got.get(c["id"])
-        rec = {"id": c["id"], "rule": c["rule"], "kind": c["kind"], **_inputs(c), "recipe": RECIPE,
+        rec = {"id": c["id"], "rule": c["rule"], "kind": c["kind"], **_inputs(c),
+               "recipe": RULE_RECIPE.get(c["rule"], RECIPE),
                "overrides": next((cell.overrides for cell in cells if cell.id == c["id"]), []),
                "versions": report.versions}
         if v is None:
@@ -281,12 +283,12 @@ def test_recorded_later_rules_pass_bridge_config_validation():
         rule: "ok" for rule in NOT_AT_CONFIG_TIME}
 
 
-def test_recorded_packed_sequence_keys_are_not_bridge_0_6_2_config_paths():
+def test_recorded_packed_cases_ran_on_bridge_s_packed_sft_dataset():
     recorded = {r["id"]: r for r in _recorded()["records"]}
-    for rule in ("packed_pad_to_max_length", "packed_pad_cu_seqlens", "packed_sequence_te_scope"):
+    for rule, recipe in RULE_RECIPE.items():
         for kind in ("bad", "good"):
             r = recorded[f"{rule}/{kind}"]
-            assert r["outcome"] == "override_error" and "dataset.packed_sequence_specs" in r["message"], r["id"]
+            assert r["recipe"] == recipe and r["outcome"] in ("ok", "rejected"), r["id"]
 
 
 # --------------------------------------------------------------------------------------------------

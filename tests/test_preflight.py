@@ -19,7 +19,9 @@ ES = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 # add_bias_linear defaults to True in MCore, which the attention-bias rule would catch: the delay rules' cases turn it off
 DELAY = {"comm_overlap.delay_wgrad_compute": True, "comm_overlap.overlap_moe_expert_parallel_comm": True,
          "model.add_bias_linear": False}
-PACKED = {"dataset.packed_sequence_specs.packed_sequence_size": 4096}
+PACKED = {"dataset.enable_offline_packing": True}  # Bridge 0.6.2 (GPTSFTDatasetConfig)
+PAD_MAX = {"dataset.dataset_kwargs.pad_to_max_length": True}
+PAD_CU = {"dataset.offline_packing_specs.pad_cu_seqlens": True}
 
 
 def case(settings, env=None, gpus=8, mcore="0.19", te=None):
@@ -77,18 +79,16 @@ CASES = {
     "cpu_offloading": (case({**TE, "model.cuda_graph_scope": ["mlp"], "model.cpu_offloading": True}),
                        case({"model.cuda_graph_impl": "full_iteration", **RNG, "model.cpu_offloading": True,
                              "rerun_state_machine.check_for_nan_in_loss": False})),
+    # Bridge 0.6.2 keys; NVIDIA's packed SFT perf recipes pair TE scope ["mlp"] with pad_to_max_length (the good case)
     "packed_sequence_te_scope": (
-        case({**TE, "model.cuda_graph_scope": ["mlp"], **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True}),
-        case({**FULL, **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True,
-              "dataset.packed_sequence_specs.pad_cu_seqlens": True})),
+        case({**TE, "model.cuda_graph_scope": ["attn"], **PACKED, **PAD_MAX, **PAD_CU}),
+        case({**TE, "model.cuda_graph_scope": ["mlp"], **PACKED, **PAD_MAX})),
     "packed_pad_to_max_length": (
-        case({**FULL, **PACKED, "dataset.packed_sequence_specs.pad_cu_seqlens": True}),
-        case({**FULL, **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True,
-              "dataset.packed_sequence_specs.pad_cu_seqlens": True})),
+        case({**TE, "model.cuda_graph_scope": ["mlp"], **PACKED}),
+        case({**TE, "model.cuda_graph_scope": ["mlp"], **PACKED, **PAD_MAX})),
     "packed_pad_cu_seqlens": (
-        case({**FULL, **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True}),
-        case({**FULL, **PACKED, "dataset.dataset_kwargs.pad_to_max_length": True,
-              "dataset.packed_sequence_specs.pad_cu_seqlens": True})),
+        case({**FULL, **PACKED, **PAD_MAX}),
+        case({**FULL, **PACKED, **PAD_MAX, **PAD_CU})),
     "delay_wgrad_te_version": (case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"]}, te="2.10.0"),
                                case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"]}, te="2.12.0")),
     "delay_wgrad_grad_accum_fusion": (
@@ -187,6 +187,22 @@ def test_old_api_generation_uses_its_own_wording_and_checks():
 def test_nccl_graph_register_must_be_exactly_zero():
     bad = _messages({**TE, "model.cuda_graph_scope": ["attn"]}, env={**ES, "NCCL_GRAPH_REGISTER": "false"})
     assert "expandable_segments_nccl_graph_register" in bad
+
+
+@pytest.mark.parametrize("packing", [{"dataset.enable_in_batch_packing": True}, {"packed_sequence": True},
+                                     {"dataset.packed_sequence_specs.packed_sequence_size": 4096}])
+def test_every_spelling_of_packing_reaches_the_te_attention_rule(packing):
+    # in-batch packing (Bridge 0.6.2) and the older spellings also hand packed_seq_params to the layer
+    def fired(scope):
+        return {v.rule for v in preflight.check({**TE, "model.cuda_graph_scope": scope, **packing, **PAD_MAX, **PAD_CU}, {}, gpus=8)}
+    assert "packed_sequence_te_scope" in fired(["attn", "mlp"]) and "packed_sequence_te_scope" in fired(None)
+    assert "packed_sequence_te_scope" not in fired(["mlp"])  # attention runs eagerly outside the graph
+
+
+def test_in_batch_packing_has_no_offline_padding_rules():
+    # Bridge checks pad_to_max_length / pad_cu_seqlens on offline_packing_specs only
+    fired = {v.rule for v in preflight.check({**FULL, "dataset.enable_in_batch_packing": True}, {}, gpus=8)}
+    assert not {"packed_pad_to_max_length", "packed_pad_cu_seqlens"} & fired
 
 
 def test_eager_settings_pass_graph_rules():
