@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from graphsweep import megatron
+from graphsweep import megatron, parse
 from graphsweep.launch import launch_plan, preflight
 from graphsweep.spec import load_spec, validate_spec
 
@@ -259,3 +259,45 @@ def test_entry_markers_need_evidence_of_a_graph():
     for i in range(1, 7):
         assert none.observe(i, 0.05, 0) == []
     assert none.finish(6) == ["no cuda graph detected after 6 iterations"]
+
+
+LIVE_CALLBACK = r'''
+import sys, types
+sys.path.insert(0, sys.argv[1])
+from megatron.bridge.training.callbacks import CallbackContext, CallbackManager
+from megatron.core.full_cuda_graph import FullCudaGraphWrapper
+from graphsweep.entry import megatron_entry
+
+manager = CallbackManager()
+manager.add([megatron_entry.make_callback(warmup=3, graph_arm=True)])
+print("events", sorted(e for e in manager.events if manager.has_callbacks(e)))
+state = types.SimpleNamespace(train_state=types.SimpleNamespace(step=0))
+context = CallbackContext(state=state, model=[])
+for iteration in range(1, 7):  # as Bridge train.py: start, step, end, then train_state.step += 1
+    manager.fire("on_train_step_start", context)
+    if iteration == 4:
+        FullCudaGraphWrapper.cuda_graph["training"] = object()  # what MCore's capture leaves behind
+    manager.fire("on_train_step_end", context)
+    state.train_state.step += 1
+manager.fire("on_train_end", context)
+'''
+
+
+@pytest.mark.megatron
+@pytest.mark.skipif(not os.environ.get("GRAPHSWEEP_MEGATRON_PYTHON"),
+                    reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
+def test_entry_callback_runs_in_bridge_s_own_callback_manager(tmp_path):
+    # Bridge 0.6.2's CallbackManager registers the callback's three events and calls them as train.py does; MCore
+    # 0.19.2's FullCudaGraphWrapper is where the callback finds a full-iteration graph. No GPU: memory reads 0.
+    proc = subprocess.run([os.environ["GRAPHSWEEP_MEGATRON_PYTHON"], "-c", LIVE_CALLBACK, str(ROOT)],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "events ['on_train_end', 'on_train_step_end', 'on_train_step_start']" in out
+    assert [n for n in range(1, 7) if f"(after {n} iterations) memory (GB)" in out] == [4, 5, 6]  # after warmup 3
+    assert "[graphsweep] cuda graphs detected: 1 at iteration 4" in out
+    assert "[graphsweep] cuda graph replay: iteration 5" in out and "[graphsweep] cuda graph replay: iteration 6" in out
+    log = tmp_path / "rank0.log"
+    log.write_text(out)
+    summary = parse.parse_run([log], arm="graph", warmup=3).summary
+    assert summary.capture_seen and summary.replay_seen
