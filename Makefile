@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= 2
 
-.PHONY: sweep test install system slurm lint clean-results
+.PHONY: sweep test install system slurm lint clean-results megatron-venv
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,6 +27,10 @@ slurm: system
 
 test: install slurm
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -ra
+
+# Megatron Bridge's own config validator on the CPU (Python 3.12; `preflight: megatron` and the live truth check)
+megatron-venv:
+	bash tools/megatron-venv.sh $${MEGATRON_VENV_DIR:-$$HOME/mbvenv}
 
 lint: install
 	$(VENV)/bin/snakemake --lint
