@@ -118,7 +118,8 @@ def suggested_repeats(
     if pairs is None and e.size + g.size < 3:
         return min(cap, max(WITHIN_RUN_TARGET, have + 1)), "1 repeat per arm: the interval was within-run only"
     # stats' own planning figures (the function judge_cell uses), so the number matches the report's reason
-    est, _, _, _, _, plan_sd, n_plan = stats._between_runs(e, g, pairs, confidence)
+    b = stats.between_runs(e, g, pairs, confidence)
+    est, plan_sd, n_plan = b.estimate, b.plan_sd, b.n_plan
     need = stats.repeats_needed(plan_sd, est, margin, confidence) if math.isfinite(plan_sd) else None
     if need is None:
         return cap, f"estimate {est:.3f}x sits on the margin edge: capped at {cap}"

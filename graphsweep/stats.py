@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 from scipy import stats as _sps
@@ -262,10 +262,22 @@ def _decide(lo: float, hi: float, margin: float) -> str:
     return "inconclusive"
 
 
-def _between_runs(
+class BetweenRuns(NamedTuple):
+    """The between-jobs estimate of a cell, and the spread repeats.py plans more repeats from."""
+
+    estimate: float  # eager / graph step time
+    lo: float
+    hi: float
+    p: float
+    method: str
+    plan_sd: float  # per-arm sd of log step time (paired: the per-arm equivalent)
+    n_plan: int  # repeats per arm behind plan_sd
+
+
+def between_runs(
     eager_med: np.ndarray, graph_med: np.ndarray, pairs: np.ndarray | None, confidence: float
-) -> tuple[float, float, float, float, str, float, int]:
-    """(estimate, lo, hi, p, method, sd_for_planning, n_for_planning) from per-run medians."""
+) -> BetweenRuns:
+    """Speedup and interval from the per-run medians: jobs are the replicates (Welch, or paired t on log ratios)."""
     alpha = 1 - confidence
     if pairs is not None:  # paired by repeat index: log ratio per pair
         d = np.log(pairs[:, 0]) - np.log(pairs[:, 1])
@@ -303,7 +315,7 @@ def _between_runs(
         lo, hi = mean - tq * se, mean + tq * se
         p = float(2 * _sps.t.sf(abs(mean) / se, df))
     n_plan = pairs.shape[0] if pairs is not None else max(eager_med.size, graph_med.size)
-    return math.exp(mean), math.exp(lo), math.exp(hi), p, method, plan_sd, n_plan
+    return BetweenRuns(math.exp(mean), math.exp(lo), math.exp(hi), p, method, plan_sd, n_plan)
 
 
 def _within_run(e: np.ndarray, g: np.ndarray, confidence: float, seed: int = 0) -> tuple[float, float, float, float]:
@@ -468,7 +480,7 @@ def judge_cell(
 
     plan_sd, n_plan = math.nan, 1
     if pairs is not None or (e_med.size + g_med.size >= 3):
-        est, lo, hi, p, method, plan_sd, n_plan = _between_runs(e_med, g_med, pairs, confidence)
+        est, lo, hi, p, method, plan_sd, n_plan = between_runs(e_med, g_med, pairs, confidence)
         single = ""
     else:
         e, g = np.asarray(e_ok[0].step_ms, float), np.asarray(g_ok[0].step_ms, float)
