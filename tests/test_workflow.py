@@ -7,6 +7,8 @@ complete with real timings.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import duckdb
 import pandas as pd
@@ -14,7 +16,7 @@ import pytest
 import yaml
 
 from graphsweep.spec import load_spec
-from tests.conftest import copy_workflow, snakemake
+from tests.conftest import ROOT, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -81,6 +83,16 @@ def test_parquet_reads_back_with_duckdb(default_sweep):
     path = workdir / "results/default/comparison.parquet"
     n = duckdb.connect().execute(f"select count(*) from read_parquet('{path}') where verdict = 'blocked'").fetchone()[0]
     assert n == 12
+
+
+def test_overhead_benchmark_reads_a_finished_sweep(default_sweep):
+    # benchmarks/pipeline_overhead.py is what issue 8 runs on the H200 results: it must read what the workflow writes
+    workdir, _ = default_sweep
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pipeline_overhead.py"),
+                           str(workdir / "results" / "default")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "30 runs ran, 6 logged iterations" in proc.stdout  # 6 eager baselines train; graph arms stop at setup
+    assert "train_loop_s" in proc.stdout and "against a training loop of" in proc.stdout
 
 
 def test_second_run_has_nothing_to_do(default_sweep):
