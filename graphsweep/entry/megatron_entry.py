@@ -234,7 +234,7 @@ def count_graphs(model: list[Any]) -> int:
         for module in chunk.modules():
             graphs = getattr(module, "cuda_graphs", None)
             if isinstance(graphs, list) and graphs:
-                n += 1  # MCore TECudaGraphHelper attaches layer.cuda_graphs after capture
+                n += 1  # MCore 0.19.2 cuda_graphs.py TECudaGraphHelper.create_cudagraphs L2740-2752 fills it
     return n
 
 
