@@ -18,6 +18,7 @@ checkpoint). Pass files in chronological order.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
@@ -359,30 +360,47 @@ _BUCKETS = _bucket()
 _ORDER = {sig.id: k for k, sig in enumerate(oc.SIGNATURES)}
 
 
-def _candidates(raw: bytes) -> list[oc.Signature]:
+@functools.lru_cache(maxsize=512)
+def _candidates_for(anchors: frozenset[bytes]) -> tuple[oc.Signature, ...]:
     seen: dict[str, oc.Signature] = {}
-    for a, sigs in _BUCKETS.items():
-        if a in raw:
-            for sig in sigs:
-                seen[sig.id] = sig
-    return sorted(seen.values(), key=lambda g: _ORDER[g.id])  # catalogue order, as the plain loop
+    for a in anchors:
+        for sig in _BUCKETS[a]:
+            seen[sig.id] = sig
+    return tuple(sorted(seen.values(), key=lambda g: _ORDER[g.id]))  # catalogue order, as the plain loop
+
+
+def _candidates(raw: bytes) -> tuple[oc.Signature, ...]:
+    # a long log repeats the same few kinds of line (warnings): their candidate lists are computed once
+    return _candidates_for(frozenset(a for a in _BUCKETS if a in raw))
+
+
+def _match(raw: bytes) -> tuple[oc.Signature, ...]:
+    return tuple(sig for sig in _candidates(raw) if sig.needle in raw and (sig.requires is None or sig.requires in raw))
+
+
+_match_cached = functools.lru_cache(maxsize=4096)(_match)
+
+
+def _matching(raw: bytes) -> tuple[oc.Signature, ...]:
+    """The signatures whose text is on this line. Short lines are cached by content: a long log repeats the same
+    warning lines thousands of times (the cache holds at most 4096 x 2 KB)."""
+    return _match_cached(raw) if len(raw) <= 2048 else _match(raw)
 
 
 def _signatures(fs: FileScan, raw: bytes, lineno: int) -> None:
     text: str | None = None
-    for sig in _candidates(raw):
-        if sig.needle in raw and (sig.requires is None or sig.requires in raw):
-            if sig.id in fs.hit_ids:
-                continue
-            # the generic argparse needle must not take a more specific line
-            if sig.id == "argparse_error" and b"is_cuda_graph_impl_valid" in raw:
-                continue
-            if sig.id == "gs_blocked" and "gs_no_cuda" in fs.hit_ids:
-                continue
-            text = text or _text(raw)
-            fs.hit_ids.add(sig.id)
-            fs.hits.append(Hit(sig, fs.path, lineno, text, fs.iteration_now(), fs.capture_state, fs.capture_iteration,
-                               fs.training_started or bool(fs.it), fs.end_marker is not None))
+    for sig in _matching(raw):
+        if sig.id in fs.hit_ids:
+            continue
+        # the generic argparse needle must not take a more specific line
+        if sig.id == "argparse_error" and b"is_cuda_graph_impl_valid" in raw:
+            continue
+        if sig.id == "gs_blocked" and "gs_no_cuda" in fs.hit_ids:
+            continue
+        text = text or _text(raw)
+        fs.hit_ids.add(sig.id)
+        fs.hits.append(Hit(sig, fs.path, lineno, text, fs.iteration_now(), fs.capture_state, fs.capture_iteration,
+                           fs.training_started or bool(fs.it), fs.end_marker is not None))
     for needle, infra in oc.SLURM_INFRA:
         if fs.slurm_infra is None and needle in raw:
             fs.slurm_infra = (infra, lineno, _text(raw))
@@ -522,6 +540,10 @@ def _other_pattern() -> str:
     return "|".join(re.escape(n.decode()) for n in dict.fromkeys(kept))
 
 
+_ITER_LITERAL = re.escape(ITER_NEEDLE.decode())
+_STEP_LITERAL = re.escape(STEP_NEEDLE.decode())
+
+
 def _scan_arrow(fs: FileScan, path: Path) -> None:
     """Vectorised: an Arrow binary array over each block (offsets at newlines); plain iteration and
     Step Time lines are extracted with RE2, every other prefiltered line goes to `_handle_line` in
@@ -546,8 +568,9 @@ def _scan_arrow(fs: FileScan, path: Path) -> None:
         arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(chunk)])
         other = pc.match_substring_regex(arr, other_pattern)
         not_other = pc.invert(other)
-        iter_idx = pc.indices_nonzero(pc.and_(pc.match_substring(arr, ITER_NEEDLE.decode()), not_other)).to_numpy()
-        step_idx = pc.indices_nonzero(pc.and_(pc.match_substring(arr, STEP_NEEDLE.decode()), not_other)).to_numpy()
+        # literals as RE2 patterns: faster than match_substring (16.8 MB block: 5.1 vs 10.9 ms, 3.7 vs 20.2 ms)
+        iter_idx = pc.indices_nonzero(pc.and_(pc.match_substring_regex(arr, _ITER_LITERAL), not_other)).to_numpy()
+        step_idx = pc.indices_nonzero(pc.and_(pc.match_substring_regex(arr, _STEP_LITERAL), not_other)).to_numpy()
         other_idx = pc.indices_nonzero(other).to_numpy()
         rows = _vector_rows(fs, pc, pa, arr, iter_idx, chunk, offsets, lineno)
         steps = np.array([], dtype=np.float64)
