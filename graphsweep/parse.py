@@ -711,11 +711,13 @@ def _frame(scans: Sequence[FileScan], run_id: str) -> pd.DataFrame:
     memory = _merge_memory(scans)
     mem = np.full((len(df), 3), np.nan)
     if memory and len(df):
-        pos = {int(i): k for k, i in enumerate(df["iteration"].to_numpy())}
-        for it, vals in memory.items():
-            k = pos.get(it)
-            if k is not None:
-                mem[k] = vals
+        # iterations are unique and sorted here: a binary search, not a dict of every row (1.35 M rows: ~100 MB)
+        its = df["iteration"].to_numpy()
+        keys = np.fromiter(memory.keys(), dtype=np.int64, count=len(memory))
+        vals = np.asarray(list(memory.values()), dtype=np.float64)
+        k = np.minimum(np.searchsorted(its, keys), len(its) - 1)
+        hit = its[k] == keys
+        mem[k[hit]] = vals[hit]
     df["mem_allocated_gb"] = mem[:, 0]
     df["mem_max_allocated_gb"] = mem[:, 1]
     df["mem_max_reserved_gb"] = mem[:, 2]
