@@ -26,7 +26,7 @@ from typing import Iterable
 import pandas as pd
 import pyarrow.parquet as pq
 
-from graphsweep.archive import MANIFEST, TABLES, ArchiveError, verify_archive
+from graphsweep.archive import TABLES, ArchiveError, verify_archive
 
 LIVE = "live"
 

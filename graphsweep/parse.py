@@ -23,14 +23,13 @@ import io
 import math
 import re
 from array import array
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
 from graphsweep import outcome as oc
-from graphsweep import stats
 from graphsweep.outcome import Hit, RunSummary, summary_to_dict  # noqa: F401  (public API)
 
 ITERATION_COLUMNS = [

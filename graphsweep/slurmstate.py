@@ -262,22 +262,20 @@ class SlurmStateCache:
 
     def progress_due(self, controller: int, interval_s: float) -> list[tuple[str, Waiting, JobRecord | None]] | None:
         """Every waiting job of this controller with its state, once per interval_s (to the caller that gets it)."""
-        now = time.time()
-        key = str(controller)
-        with self._locked() as data:
-            if now - float(data["progress_at"].get(key, 0.0)) < interval_s:
-                return None
-            data["progress_at"][key] = now
-            return self._of_controller(data, controller)
+        return self._once_per(controller, "progress_at", interval_s)
 
     def interrupted(self, controller: int, window_s: float = 120.0) -> list[tuple[str, Waiting, JobRecord | None]] | None:
         """The jobs of an interrupted controller, to the first of its waiters that asks (None to the others)."""
+        return self._once_per(controller, "interrupted_at", window_s)
+
+    def _once_per(self, controller: int, stamp: str, window_s: float) -> list[tuple[str, Waiting, JobRecord | None]] | None:
+        """This controller's jobs to the first waiter that asks in each window (stamp: the shared file's time field)."""
         now = time.time()
         key = str(controller)
         with self._locked() as data:
-            if now - float(data["interrupted_at"].get(key, 0.0)) < window_s:
+            if now - float(data[stamp].get(key, 0.0)) < window_s:
                 return None
-            data["interrupted_at"][key] = now
+            data[stamp][key] = now
             return self._of_controller(data, controller)
 
     @staticmethod

@@ -21,7 +21,7 @@ from graphsweep.archive import ArchiveError, make_archive, safe_extract, verify_
 from graphsweep.cli import main as cli_main
 from graphsweep.ingest import IngestError, ingest, match_files
 from graphsweep.spec import SpecError, load_spec
-from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.conftest import ROOT, run_spec, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -51,11 +51,7 @@ def _sql(query: str) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("ingest"))
-    (workdir / "configs" / "by-hand.yaml").write_text(yaml.safe_dump(BY_HAND, sort_keys=False))
-    proc = snakemake(workdir, "--cores", "2", "--config", "spec=configs/by-hand.yaml")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return workdir
+    return run_spec(tmp_path_factory.mktemp("ingest"), "by-hand", BY_HAND)
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,8 @@ import sys
 
 import pandas as pd
 import pytest
-import yaml
 
-from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.conftest import ROOT, run_spec, snakemake
 from tests.test_more_repeats import SPEC as ADAPTIVE_SPEC
 from tests.test_more_repeats import planned_runs
 
@@ -28,10 +27,7 @@ SPEC = {**ADAPTIVE_SPEC, "sweep": "paired", "pairing": True}
 
 @pytest.fixture(scope="module")
 def paired(tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("paired"))
-    (workdir / "configs" / "paired.yaml").write_text(yaml.safe_dump(SPEC, sort_keys=False))
-    proc = snakemake(workdir, "--cores", "2", "--config", "spec=configs/paired.yaml")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    workdir = run_spec(tmp_path_factory.mktemp("paired"), "paired", SPEC)
     return workdir, workdir / "results" / "paired"
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import yaml

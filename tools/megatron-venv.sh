@@ -14,7 +14,7 @@
 # 282 s, TE torch extension build 1238 s (9.5 min on an idle 2-core node per the H200 notes), Megatron/TE/resiliency
 # install 52 s, check 30 s. A fresh DIR with the TE wheel already in DIR/out and a warm pip cache: 2 min 9 s.
 # From nothing (fresh DIR, empty PIP_CACHE_DIR) on an idle 2-core node: 511 s, TE build included (2026-11-30).
-# Disk: about 9 GB (torch's CUDA wheels).
+# Disk: 6.2 GB for DIR after a build from nothing (du -sh, 2026-11-30), most of it torch's CUDA wheels.
 #
 # Workarounds, each found on the H200 path (shared/docs/device-megatron.md) or here:
 #  1. transformer_engine_torch is published only as an sdist of C++: built here with NVTE_FRAMEWORK=pytorch
