@@ -46,11 +46,12 @@ RNG_KEYS = ("model.use_te_rng_tracker", "rng.te_rng_tracker")
 # reference 3.5) plus CUDA_DEVICE_MAX_CONNECTIONS=1 (H100 dense perf recipes; MoE recipes use 32: set it in
 # workload.env). Bridge applies recipe env with setdefault, so exporting them here makes the values explicit
 # and identical for both arms. NCCL_GRAPH_REGISTER=0 goes with expandable segments (MCore cuda_graphs.py).
+# Not TORCH_NCCL_AVOID_RECORD_STREAMS=1: it is torch's default from 2.8 on, and torch 2.11 warns that it is
+# deprecated; the entry sets it inside the job only for an older torch (megatron_entry.needs_avoid_record_streams).
 DEFAULT_ENV: dict[str, str] = {
     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
     "NCCL_GRAPH_REGISTER": "0",
     "NCCL_NVLS_ENABLE": "0",
-    "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
     "TORCH_NCCL_HIGH_PRIORITY": "1",
     "CUDA_DEVICE_MAX_CONNECTIONS": "1",
 }

@@ -434,6 +434,44 @@ def _moe_dropless(c: Ctx) -> str | None:
     return None
 
 
+def _static_moe_shapes(c: Ctx) -> bool:
+    """True when the MoE dispatcher never waits on the host for token counts (MCore 0.19.2, token_dispatcher.py)."""
+    dispatcher = str(c.get("model.moe_token_dispatcher_type", "allgather"))  # MCore default (transformer_config L862)
+    capacity = c.get("model.moe_expert_capacity_factor")
+    pad = c.flag("model.moe_pad_expert_input_to_capacity")
+    if dispatcher == "alltoall":
+        # drop_and_pad = moe_pad_expert_input_to_capacity (L443); the d2h copy and d2h_event.synchronize() are
+        # skipped only then (L919-950), and padding needs a capacity factor (transformer_config L1686-1690)
+        return pad and capacity is not None
+    if dispatcher == "flex":
+        backend = str(c.get("model.moe_flex_dispatcher_backend", "deepep"))  # transformer_config L869
+        if backend == "hybridep":  # num_permuted_tokens known on the host: L1090-1120; uneven padding .item(): L1065
+            return (pad or c.get("model.moe_expert_rank_capacity_factor") is not None) and not c.flag(
+                "model.moe_hybridep_pad_uneven_dispatch_inputs")
+        if backend == "ncclep":  # `if self.static_shape: return`, else .item(): L1695-1698
+            return c.flag("model.moe_ncclep_static_shape")
+        return False  # deepep: "the CPU will wait for GPU's signal to arrive" (fused_a2a.py L105-107)
+    return False  # allgather: tokens_per_expert = self.local_map.sum(dim=0).long().cpu() (L317), always
+
+
+@rule("full_iteration_dropless_moe",
+      "MCore 0.14-0.19.2 transformer/moe/token_dispatcher.py _maybe_dtoh_and_synchronize L919-950 "
+      "(self.d2h_event.synchronize() unless drop_and_pad; allgather .cpu() L317); not checked by Megatron at "
+      "config time; failed at capture on an H200 (MoE fixture, full_iteration)",
+      "a full-iteration graph cannot capture an MoE dispatcher that waits on the host for token counts (dropless)")
+def _full_iteration_dropless_moe(c: Ctx) -> str | None:
+    if c.g.effective != "full_iteration" or c.get("model.num_moe_experts") in (None, 0, 1):
+        return None  # num_moe_experts defaults to None: a dense model
+    if _static_moe_shapes(c):
+        return None
+    return ("full-iteration CUDA graph on a dropless MoE: the token dispatcher synchronises with the host inside "
+            "the capture (token_dispatcher.py _maybe_dtoh_and_synchronize: self.d2h_event.synchronize()), which "
+            "fails with 'CUDA error: operation not permitted on an event last recorded in a capturing stream'. "
+            "Make the MoE drop-and-pad (alltoall with model.moe_expert_capacity_factor and "
+            "model.moe_pad_expert_input_to_capacity=true) or graph the moe_router/moe_preprocess scopes with "
+            "transformer_engine instead.")
+
+
 @rule("mlp_scope_all_moe", "MCore transformer_config.py L2502 (core_r0.19.0)",
       "the mlp scope needs dense layers; an all-MoE model has none")
 def _mlp_all_moe(c: Ctx) -> str | None:

@@ -9,7 +9,8 @@ a line in "errors".
 
 On a Slurm cluster with containers the submitit task runs outside the container (design.md, Submission), so
 the library versions it sees are the controller's. The training process inside the container can print
-`log_line()` once; `from_logs()` finds that line and `merge()` lets it win for the versions.
+`log_line()` once per node; `from_logs()` finds those lines and `merge()` lets them win for the versions, GPUs,
+container and environment.
 
 `flatten()` turns a provenance dict into the `prov_*` columns of runs.parquet; `differences()` names the fields
 in which the runs of a cell disagree (anchors idea 12: refuse to compare across comparability keys).
@@ -279,11 +280,13 @@ def collect(
 # The training side (inside the container): one log line, found again by the aggregate step
 
 
-def log_line(env: Mapping[str, str] | None = None, bridge_dir: str | None = None) -> str:
-    """`[graphsweep] provenance: {...}` with the versions and Megatron tree as the training process sees them."""
+def log_line(env: Mapping[str, str] | None = None, bridge_dir: str | None = None, rank: int = 0) -> str:
+    """`[graphsweep] provenance: {...}`: the versions, CUDA stack, GPUs, container and graph environment as the
+    training process sees them (call it after torch is imported: CUDA/cuDNN/NCCL come from that torch)."""
     env = dict(os.environ if env is None else env)
     versions, errors = library_versions()
-    facts = {
+    facts: dict[str, Any] = {
+        "rank": rank,
         "versions": versions,
         "megatron": megatron_tree(env, bridge_dir or env.get("GRAPHSWEEP_BRIDGE_DIR")),
         "container": container_image(env),
@@ -291,12 +294,17 @@ def log_line(env: Mapping[str, str] | None = None, bridge_dir: str | None = None
         "host": socket.gethostname(),
         "errors": errors,
     }
+    try:
+        facts["gpu"] = gpu_info(env)  # nvidia-smi: no CUDA context is created in the training process
+    except Exception as exc:  # noqa: BLE001 - evidence, never a reason to fail the training
+        errors.append(f"gpu: {type(exc).__name__}: {exc}")
     return LOG_MARKER + json.dumps(facts, sort_keys=True)
 
 
-def from_logs(paths: Iterable[str | Path], max_bytes: int = 8 << 20) -> dict[str, Any] | None:
-    """The first provenance line in the first max_bytes of the given logs (rank 0 prints it early)."""
+def from_logs(paths: Iterable[str | Path], max_bytes: int = 8 << 20) -> list[dict[str, Any]]:
+    """Every provenance line in the first max_bytes of the given logs (one per node), lowest rank first."""
     marker = LOG_MARKER.encode()
+    found: dict[tuple[Any, Any], dict[str, Any]] = {}
     for path in paths:
         try:
             with open(path, "rb") as f:
@@ -304,27 +312,46 @@ def from_logs(paths: Iterable[str | Path], max_bytes: int = 8 << 20) -> dict[str
         except OSError:
             continue
         at = head.find(marker)
-        if at < 0:
-            continue
-        end = head.find(b"\n", at)
-        try:
-            return json.loads(head[at + len(marker): end if end >= 0 else None].decode("utf-8", "replace"))
-        except ValueError:
-            return None
-    return None
+        while at >= 0:
+            end = head.find(b"\n", at)
+            try:
+                facts = json.loads(head[at + len(marker): end if end >= 0 else None].decode("utf-8", "replace"))
+            except ValueError:
+                facts = None
+            if isinstance(facts, dict):  # the same line in log.txt and a per-rank file counts once
+                found.setdefault((facts.get("rank"), facts.get("host")), facts)
+            at = head.find(marker, end) if end >= 0 else -1
+    return sorted(found.values(), key=lambda f: (f.get("rank") is None, f.get("rank") or 0))
 
 
-def merge(job: Mapping[str, Any] | None, training: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The job's provenance with what the training process reported on top (versions, Megatron tree, container)."""
+# Fields of the training process's line that must agree across its nodes (one run, one software stack).
+_RANK_FIELDS = (("versions",), ("container", "image"), ("gpu", "name"), ("gpu", "driver"), ("env",))
+
+
+def merge(job: Mapping[str, Any] | None, training: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The job's provenance with what the training process reported on top: its versions, Megatron tree,
+    container, GPUs and environment win (the job wrapper may run outside the container). With several nodes the
+    lowest rank's line is the run's; fields on which the nodes disagree are listed under "rank_mismatch"."""
     out = json.loads(json.dumps(dict(job or {}), default=str))
-    if not training:
+    lines = [training] if isinstance(training, Mapping) else list(training or [])
+    if not lines:
         return out
-    out["training"] = dict(training)
+    first = dict(lines[0])
+    out["training"] = first
+    if len(lines) > 1:
+        out["training_ranks"] = [{"rank": t.get("rank"), "host": t.get("host")} for t in lines]
+        mismatch = sorted({".".join(p) for t in lines[1:] for p in _RANK_FIELDS if _get(t, p) != _get(first, p)})
+        if mismatch:
+            out["rank_mismatch"] = mismatch
     for key in ("versions", "megatron"):
-        if training.get(key):
-            out[key] = {**(out.get(key) or {}), **{k: v for k, v in training[key].items() if v is not None}}
-    if (training.get("container") or {}).get("image"):
-        out["container"] = training["container"]
+        if first.get(key):
+            out[key] = {**(out.get(key) or {}), **{k: v for k, v in first[key].items() if v is not None}}
+    if (first.get("container") or {}).get("image"):
+        out["container"] = first["container"]
+    if first.get("gpu"):
+        out["gpu"] = {**(out.get("gpu") or {}), **{k: v for k, v in first["gpu"].items() if v is not None}}
+    if first.get("env") is not None:
+        out["env"] = first["env"]
     return out
 
 
@@ -358,6 +385,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "prov_nodes": ("nodes",),
     "prov_slurm_partition": ("slurm", "partition"),
     "prov_env": ("env",),
+    "prov_rank_mismatch": ("rank_mismatch",),
 }
 # The fields both arms of a cell must share; everything else (host, nodes, partition) is recorded only.
 COMPARED = (
@@ -375,6 +403,7 @@ LABELS = {
     "prov_megatron_dirty": "Megatron uncommitted changes", "prov_bridge_sha": "Megatron Bridge commit",
     "prov_bridge_dirty": "Megatron Bridge uncommitted changes", "prov_te": "Transformer Engine",
     "prov_mcore": "Megatron Core", "prov_bridge": "Megatron Bridge", "prov_env": "environment",
+    "prov_rank_mismatch": "nodes of one run",
 }  # fmt: skip
 
 
@@ -396,6 +425,8 @@ def flatten(prov: Mapping[str, Any] | None) -> dict[str, Any]:
             value = None if value is None else json.dumps(
                 {k: v for k, v in sorted(value.items()) if k not in ENV_NOT_COMPARED}, sort_keys=True
             )
+        elif col == "prov_rank_mismatch":
+            value = None if not value else ",".join(value)
         elif col == "prov_gpu_count":
             value = None if value is None else int(value)
         elif col.endswith("_dirty"):
@@ -413,12 +444,15 @@ def comparability_key(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+_WITHIN_RUN = ("prov_rank_mismatch",)  # a run whose own nodes disagree is not one measurement
+
+
 def _row_fields(run: Mapping[str, Any]) -> dict[str, Any]:
     if any(str(k).startswith("prov_") for k in run):
-        return {c: run.get(c) for c in COMPARED}
+        return {c: run.get(c) for c in (*COMPARED, *_WITHIN_RUN)}
     raw = run.get("provenance")
     prov = json.loads(raw) if isinstance(raw, str) and raw else (raw if isinstance(raw, Mapping) else None)
-    return {c: v for c, v in flatten(prov).items() if c in COMPARED}
+    return {c: v for c, v in flatten(prov).items() if c in COMPARED or c in _WITHIN_RUN}
 
 
 def _known(value: Any) -> bool:
@@ -443,6 +477,8 @@ class Difference:
         return LABELS.get(self.field, self.field.removeprefix("prov_"))
 
     def describe(self) -> str:
+        if self.field == "prov_rank_mismatch":
+            return f"the nodes of one run reported different {', '.join(sorted(set(self.eager + self.graph)))}"
         if self.field == "prov_env":
             return f"environment differs ({_env_delta(self.eager, self.graph)})"
         e, g = ", ".join(self.eager) or "unknown", ", ".join(self.graph) or "unknown"
@@ -476,6 +512,11 @@ def differences(eager_runs: Iterable[Mapping[str, Any]], graph_runs: Iterable[Ma
         ev = tuple(sorted({str(r[col]) for r in e if _known(r.get(col))}))
         gv = tuple(sorted({str(r[col]) for r in g if _known(r.get(col))}))
         if len(set(ev) | set(gv)) > 1:
+            out.append(Difference(col, ev, gv))
+    for col in _WITHIN_RUN:
+        ev = tuple(sorted({str(r[col]) for r in e if _known(r.get(col))}))
+        gv = tuple(sorted({str(r[col]) for r in g if _known(r.get(col))}))
+        if ev or gv:
             out.append(Difference(col, ev, gv))
     return out
 

@@ -16,7 +16,6 @@ workload and Megatron Bridge. Nothing is faked: without CUDA a graph variant is 
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from graphsweep import logformat as lf
 from graphsweep import provenance
 from torch import Tensor, nn
 
@@ -32,7 +32,6 @@ _START = time.perf_counter()  # "time to initialize" counts from import, like Me
 VARIANTS = ("eager", "full_iteration", "scoped")
 SCOPES = ("attn", "mlp")  # names of Megatron's cuda_graph_modules that this model has
 BLOCKED_EXIT = 3
-BLOCKED_LINE = "[graphsweep] blocked: CUDA graphs need a CUDA device (torch.cuda.is_available() is False)"
 LR = 1e-4
 CLIP_GRAD = 1.0  # Megatron's default clip_grad; the norm it returns is the logged "grad norm"
 N_BATCHES = 4  # distinct batches cycled through the static input buffers
@@ -165,34 +164,11 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-def now() -> str:
-    return datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-
-
 def model_flops(model: GPT, cfg: WorkloadConfig) -> float:
     """Model FLOPs of one iteration: 6 * matmul params * tokens + causal-free attention term (PaLM/Megatron)."""
     tokens = cfg.micro_batch * cfg.seq_length
     matmul_params = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
     return 6.0 * matmul_params * tokens + 12.0 * cfg.layers * cfg.hidden * cfg.seq_length * tokens
-
-
-def iteration_line(cfg: WorkloadConfig, i: int, ms: float, tflops: float, loss: float, grad_norm: float) -> str:
-    # Megatron Bridge train_utils.py::training_log (megatron-reference §5.1); lm loss is printed only if >= 0.0,
-    # so a NaN loss drops the key as in Bridge.
-    s = f" [{now()}] iteration {i:8d}/{cfg.iters:8d} | consumed samples: {i * cfg.micro_batch:12d} |"
-    s += f" elapsed time per iteration (ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): {tflops:.1f} |"
-    s += f" learning rate: {LR:.6E} | global batch size: {cfg.micro_batch:5d} |"
-    s += f" lm loss: {loss:.6E} |" if loss >= 0.0 else ""
-    s += f" loss scale: {1.0:.1f} | grad norm: {grad_norm:.3f} |"
-    return s + f" number of skipped iterations: {0:3d} | number of nan iterations: {0:3d} |"
-
-
-def memory_line(i: int) -> str:
-    # Bridge train_utils.py memory report, MEMORY_KEYS subset, 1e9-byte GB, 5 significant digits (§5.3).
-    gb = 1e9
-    return (f"[Rank 0] (after {i} iterations) memory (GB) | mem-allocated-gigabytes: {torch.cuda.memory_allocated() / gb:.5g}"
-            f" | mem-max-allocated-gigabytes: {torch.cuda.max_memory_allocated() / gb:.5g}"
-            f" | mem-max-reserved-gigabytes: {torch.cuda.max_memory_reserved() / gb:.5g}")
 
 
 def train_step(model: GPT, opt: torch.optim.Optimizer, tokens: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
@@ -207,20 +183,20 @@ def train_step(model: GPT, opt: torch.optim.Optimizer, tokens: Tensor, labels: T
 
 
 def capture_full_iteration(step: Callable[[], tuple[Tensor, Tensor]]) -> tuple[torch.cuda.CUDAGraph, tuple[Tensor, Tensor]]:
-    say("Capture CUDA graph for training!!!")  # MCore megatron/core/full_cuda_graph.py (§5.5)
+    say(lf.FULL_CAPTURE_START)
     start = time.perf_counter()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):  # syncs, then captures on its own side stream
         static_outputs = step()
     torch.cuda.synchronize()
-    say("CUDA graph capture done for training!!!")  # MCore full_cuda_graph.py (§5.5)
-    say(f"[graphsweep] capture seconds: {time.perf_counter() - start:.3f}")
+    say(lf.FULL_CAPTURE_DONE)
+    say(lf.capture_seconds(time.perf_counter() - start))
     return graph, static_outputs
 
 
 def capture_scoped(model: GPT, cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None:
     """Graph the chosen sub-blocks of every layer in place; forward and backward then replay them."""
-    say("Start CUDA Graphs capture...")  # MCore transformer/cuda_graphs.py TECudaGraphHelper (§5.5)
+    say(lf.TE_CAPTURE_START)
     start = time.perf_counter()
     # Execution order (layer 0 attn, layer 0 mlp, layer 1 attn, ...): the callables share one memory pool,
     # which is safe only when they replay in the order they were captured.
@@ -231,8 +207,8 @@ def capture_scoped(model: GPT, cfg: WorkloadConfig, device: torch.device, dtype:
     torch.cuda.make_graphed_callables(modules, samples)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    say(f"Time spent in CUDA Graphs capture on rank 0: {seconds}s")  # MCore cuda_graphs.py (§5.5)
-    say(f"[graphsweep] capture seconds: {seconds:.3f}")
+    say(lf.TE_CAPTURE_TIME.format(seconds=seconds))
+    say(lf.capture_seconds(seconds))
 
 
 def train(cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None:
@@ -249,9 +225,9 @@ def train(cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None
     labels = torch.empty_like(tokens)
     step = lambda: train_step(model, opt, tokens, labels)  # noqa: E731
     if cfg.variant == "scoped":
-        say(f"Rank 0: {cfg.layers} graphable layers.")  # MCore cuda_graphs.py TECudaGraphHelper (§5.5)
-    say(f"time to initialize megatron (seconds): {time.perf_counter() - _START:.3f}")  # Bridge setup marker (§5.6)
-    say("Starting training loop at iteration 0")  # Bridge train.py (§5.5)
+        say(lf.GRAPHABLE_LAYERS.format(layers=cfg.layers))
+    say(f"{lf.INIT_SECONDS}{time.perf_counter() - _START:.3f}")
+    say(lf.TRAINING_START)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     side = torch.cuda.Stream() if cfg.variant == "full_iteration" else None
     graph: torch.cuda.CUDAGraph | None = None
@@ -285,14 +261,19 @@ def train(cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None
         if graphed:
             replays += 1
             if replays == 1:
-                say(f"[graphsweep] cuda graph replay: iteration {i}")
-        say(iteration_line(cfg, i, ms, flops / (ms * 1e-3) / 1e12, loss.item(), grad_norm.item()))
+                say(lf.replay(i))
+        say(lf.iteration_line(i, cfg.iters, micro_batch=cfg.micro_batch, elapsed_ms=ms,
+                              tflops=flops / (ms * 1e-3) / 1e12, lr=LR, loss=loss.item(), grad_norm=grad_norm.item()))
         if cuda:
-            say(memory_line(i))  # every iteration: Bridge stops after iteration 2, before capture (§5.3)
-    say(f"[graphsweep] cuda graph replays: {replays}")
-    say("Deleting CUDA graphs")  # Bridge train.py prints it at every normal end (§5.6)
+            say(lf.memory_line(0, i, torch.cuda.memory_stats()))  # every iteration: Bridge stops after iteration 2
+            if i == cfg.warmup + 1:
+                # every arm, the same iteration: later peaks are the steady window's, the graph pool included
+                torch.cuda.reset_peak_memory_stats()
+                say(lf.peaks_reset(i))
+    say(lf.replays(replays))
+    say(lf.DELETING_GRAPHS)
     del graph, static
-    say(f"[after training is done] datetime: {now()} ")  # MCore barrier_and_log format (§5.6)
+    say(lf.AFTER_TRAINING.format(now=lf.now()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,17 +281,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     has_cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and has_cuda) else "cpu")
     name = torch.cuda.get_device_name() if has_cuda and device.type == "cuda" else "cpu"
-    say(f"[graphsweep] device: {name} torch {torch.__version__} cuda {torch.version.cuda or 'none'}")
+    say(f"{lf.DEVICE}{name} torch {torch.__version__} cuda {torch.version.cuda or 'none'}")
     say(provenance.log_line())  # the CUDA stack as this process sees it, joined into runs.parquet by aggregate
     if not has_cuda and cfg.variant != "eager":
-        print(BLOCKED_LINE, file=sys.stderr, flush=True)
+        print(lf.NO_CUDA, file=sys.stderr, flush=True)
         return BLOCKED_EXIT
     if not has_cuda and device.type == "cuda":
-        print("[graphsweep] blocked: --device cuda needs a CUDA device (torch.cuda.is_available() is False)",
+        print(f"{lf.BLOCKED}--device cuda needs a CUDA device (torch.cuda.is_available() is False)",
               file=sys.stderr, flush=True)
         return BLOCKED_EXIT
     if cfg.mem_fraction is not None and device.type == "cpu":
-        print("[graphsweep] warning: --mem-fraction applies to CUDA only; ignored on CPU", file=sys.stderr, flush=True)
+        print(f"{lf.MARK} warning: --mem-fraction applies to CUDA only; ignored on CPU", file=sys.stderr, flush=True)
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[cfg.dtype or ("bf16" if device.type == "cuda" else "fp32")]
     train(cfg, device, dtype)  # a CUDA OOM propagates: its own traceback is what the parser classifies
     return 0

@@ -20,6 +20,11 @@ from graphsweep.spec import load_spec, validate_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "configs" / "examples").glob("megatron-*.yaml"))
+EXAMPLE = {p.stem: p for p in EXAMPLES}
+# What preflight blocks in the examples on purpose: the dropless MoE's full-iteration cell (it failed at capture on
+# an H200, shared/fixtures/h200-pipeline/megatron-tiny-moe)
+EXPECTED_BLOCKS = {"megatron-tiny-moe": {"full_iteration": ["full_iteration_dropless_moe"]},
+                   "megatron-tiny-moe-paired": {"full_iteration": ["full_iteration_dropless_moe"]}}
 GOLDEN = ROOT / "tests" / "golden"
 
 
@@ -33,7 +38,8 @@ def golden_text(spec_path: Path) -> str:
 
 def test_there_are_three_example_sweeps_and_they_validate():
     names = {load_spec(p).name for p in EXAMPLES}
-    assert names == {"megatron-llama3-8b-dense", "megatron-qwen3-30b-a3b-moe", "megatron-tiny-vanilla-gpt"}
+    assert names == {"megatron-llama3-8b-dense", "megatron-qwen3-30b-a3b-moe", "megatron-tiny-vanilla-gpt",
+                     "megatron-tiny-moe", "megatron-tiny-moe-paired"}
 
 
 @pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)
@@ -48,7 +54,11 @@ def test_golden_command_lines(spec_path):
 
 @pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)
 def test_examples_pass_preflight(spec_path):
-    assert [(r.run_id, preflight(r)) for r in load_spec(spec_path).runs() if preflight(r)] == []
+    blocked: dict[str, list[str]] = {}
+    for r in load_spec(spec_path).runs():
+        if rules := [v.rule for v in preflight(r)]:
+            blocked[r.variant.name] = rules
+    assert blocked == EXPECTED_BLOCKS.get(spec_path.stem, {})
 
 
 @pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)
@@ -98,7 +108,7 @@ def _runs(spec_path: str, **changes):
 def test_api_generations_never_set_scope_and_modules_together():
     for mcore in ("0.18", "0.19", "auto"):
         for run in _runs("configs/examples/megatron-llama3-8b-dense.yaml",
-                         workload={**load_spec(EXAMPLES[0]).raw["workload"], "mcore_version": mcore}):
+                         workload={**load_spec(EXAMPLE["megatron-llama3-8b-dense"]).raw["workload"], "mcore_version": mcore}):
             o = megatron.run_overrides(run)
             assert o.get("model.cuda_graph_scope") is None or "model.cuda_graph_modules" not in o
             impl = o["model.cuda_graph_impl"]
@@ -122,13 +132,13 @@ def test_slurm_shape_two_nodes_one_task_per_gpu():
 
 
 def test_per_rank_logs_through_srun():
-    run = load_spec(EXAMPLES[0]).runs()[0]
+    run = load_spec(EXAMPLE["megatron-llama3-8b-dense"]).runs()[0]
     plan = megatron.launch_plan(run, rank_log_dir="/scratch/r1")
     assert "--output=/scratch/r1/rank-%t.log" in plan.srun_args
 
 
 def test_gpus_that_do_not_fill_nodes_are_refused():
-    raw = load_spec(EXAMPLES[1]).raw
+    raw = load_spec(EXAMPLE["megatron-qwen3-30b-a3b-moe"]).raw
     runs = validate_spec({**raw, "fixed": {**raw["fixed"], "gpus": 12}}, "test").runs()
     with pytest.raises(megatron.MegatronSpecError, match="gpus_per_node"):
         launch_plan(runs[0])
@@ -143,7 +153,7 @@ def test_local_cluster_uses_one_torchrun():
 
 
 def test_run_recipe_and_perf_harness_launches():
-    raw = load_spec(EXAMPLES[1]).raw
+    raw = load_spec(EXAMPLE["megatron-qwen3-30b-a3b-moe"]).raw
     wl = raw["workload"]
     run = next(r for r in validate_spec({**raw, "workload": {**wl, "launch": "run_recipe"}}, "t").runs() if r.arm == "graph")
     argv = launch_plan(run).argv
@@ -160,7 +170,7 @@ def test_run_recipe_and_perf_harness_launches():
 
 
 def test_values_reaching_the_shell_are_quoted():
-    raw = load_spec(EXAMPLES[2]).raw
+    raw = load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).raw
     wl = {**raw["workload"], "overrides": {**raw["workload"]["overrides"], "logger.wandb_exp_name": "it's a run; rm -rf"},
           "env": {"HF_HOME": "/data/hf cache"}}
     run = validate_spec({**raw, "workload": wl}, "t").runs()[0]
@@ -170,14 +180,14 @@ def test_values_reaching_the_shell_are_quoted():
 
 
 def test_graph_switch_in_settings_is_refused():
-    raw = load_spec(EXAMPLES[2]).raw
+    raw = load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).raw
     runs = validate_spec({**raw, "fixed": {**raw["fixed"], "model.cuda_graph_impl": "none"}}, "t").runs()
     with pytest.raises(megatron.MegatronSpecError, match="variants"):
         megatron.run_overrides(runs[0])
 
 
 def test_unsafe_environment_blocks_graph_arms_only():
-    raw = load_spec(EXAMPLES[2]).raw
+    raw = load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).raw
     runs = validate_spec({**raw, "workload": {**raw["workload"], "env": {"NCCL_GRAPH_REGISTER": 1}}}, "t").runs()
     blocked = {r.variant.name for r in runs if preflight(r)}
     # TE arms assert; MCore 0.19 full iteration and eager do not check
@@ -185,11 +195,11 @@ def test_unsafe_environment_blocks_graph_arms_only():
 
 
 def test_gpu_seconds_estimate():
-    run = load_spec(EXAMPLES[2]).runs()[0]
+    run = load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).runs()[0]
     given = dataclasses.replace(run, settings={**run.settings, "est_step_s": 0.5})
     assert megatron.estimate_gpu_seconds(given) == pytest.approx(1 * (30 * 0.5 + megatron.SETUP_SECONDS))
     assert "est_step_s" not in megatron.run_overrides(given)
-    big = load_spec(EXAMPLES[0]).runs()[0]
+    big = load_spec(EXAMPLE["megatron-llama3-8b-dense"]).runs()[0]
     assert megatron.estimate_gpu_seconds(big) > 8 * megatron.SETUP_SECONDS
 
 
@@ -251,14 +261,22 @@ def test_entry_markers_need_evidence_of_a_graph():
 
     tr = ReplayTracker(warmup=3, graph_arm=True)
     out = []
-    for i, (wall, graphs) in enumerate([(5.0, 0), (0.06, 0), (0.07, 0), (2.1, 8), (0.04, 8), (0.04, 8)], start=1):
-        out += tr.observe(i, wall, graphs)
-    assert out == ["cuda graphs detected: 8 at iteration 4", "capture seconds: 2.035",
-                   "cuda graph replay: iteration 5", "cuda graph replay: iteration 6"]
+    for i, graphs in enumerate([0, 0, 0, 8, 8, 8], start=1):
+        out += tr.observe(i, graphs)
+    assert out == ["[graphsweep] cuda graphs detected: 8 at iteration 4",
+                   "[graphsweep] cuda graph replay: iteration 5", "[graphsweep] cuda graph replay: iteration 6"]
     none = ReplayTracker(warmup=3, graph_arm=True)
     for i in range(1, 7):
-        assert none.observe(i, 0.05, 0) == []
-    assert none.finish(6) == ["no cuda graph detected after 6 iterations"]
+        assert none.observe(i, 0) == []
+    assert none.finish(6) == ["[graphsweep] no cuda graph detected after 6 iterations"]
+
+
+def test_entry_sets_avoid_record_streams_only_for_a_torch_that_needs_it():
+    from graphsweep.entry.megatron_entry import needs_avoid_record_streams
+
+    assert needs_avoid_record_streams("2.7.1+cu126") and needs_avoid_record_streams("2.5.1")
+    assert not needs_avoid_record_streams("2.8.0") and not needs_avoid_record_streams("2.11.0+cu130")
+    assert not needs_avoid_record_streams(None)
 
 
 LIVE_CALLBACK = r'''

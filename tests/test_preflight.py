@@ -66,6 +66,11 @@ CASES = {
         case({**TE, **MOE, "model.cuda_graph_scope": ["moe"]}),
         case({**TE, **MOE, "model.cuda_graph_scope": ["moe"], "model.moe_expert_capacity_factor": 1.0,
               "model.moe_pad_expert_input_to_capacity": True})),
+    # the H200 MoE fixture: alltoall, no capacity factor; drop-and-pad (capacity factor + padding) is static
+    "full_iteration_dropless_moe": (
+        case({**FULL, **MOE, "model.moe_token_dispatcher_type": "alltoall"}),
+        case({**FULL, **MOE, "model.moe_token_dispatcher_type": "alltoall", "model.moe_expert_capacity_factor": 1.0,
+              "model.moe_pad_expert_input_to_capacity": True})),
     "mlp_scope_all_moe": (case({**TE, **MOE, "model.cuda_graph_scope": ["mlp"]}),
                           case({**TE, **MOE, "model.cuda_graph_scope": ["mlp"], "model.moe_layer_freq": [0, 1]})),
     "full_recompute_te_scope": (

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from graphsweep import workload  # noqa: E402
+from graphsweep import logformat, workload  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--hidden", "32", "--layers", "2", "--heads", "2", "--seq-length", "16", "--micro-batch", "2", "--vocab", "128"]
@@ -98,8 +98,8 @@ def test_scope_is_normalised_to_execution_order() -> None:
 
 
 def test_nan_loss_drops_the_lm_loss_key_like_bridge() -> None:
-    cfg = workload.parse_config([*TINY, "--iters", "6"])
-    line = workload.iteration_line(cfg, 3, 12.5, 1.0, float("nan"), float("nan"))
+    line = logformat.iteration_line(3, 6, micro_batch=1, elapsed_ms=12.5, tflops=1.0, lr=1e-4, loss=float("nan"),
+                                    grad_norm=float("nan"))
     assert "lm loss" not in line
     assert BRIDGE["grad_norm"].search(line).group(1) == "nan"
     assert BRIDGE["elapsed"].search(line).group(1) == "12.5"

@@ -132,6 +132,19 @@ else
   run_logged "$DIR/deps_install.log" $NICE "$VPY" -m pip install -c "$DIR/constraints.txt" -r "$DIR/deps-top.txt"
 fi
 
+# 4b. keep the wheels of those dependencies (DIR/deps-wheels): an offline payload for a GPU machine without a
+# registry (tools/megatron_payload.sh) needs no second download. torch, the nvidia-* CUDA wheels and the Megatron/TE
+# files (step 3) are not kept here.
+if [[ -f $DIR/deps-wheels/.complete ]]; then step "4b/8 dependency wheels: kept in $DIR/deps-wheels"; else
+  step "4b/8 keep the dependency wheels in $DIR/deps-wheels"
+  mkdir -p "$DIR/deps-wheels"
+  "$VPY" -m pip freeze --exclude-editable | grep -viE '^(torch|triton|nvidia-|megatron|transformer.engine|pip|setuptools|wheel)[-_=]' \
+    > "$DIR/deps-wheels/requirements.txt"
+  run_logged "$DIR/deps_download.log" $NICE "$VPY" -m pip wheel --no-deps -w "$DIR/deps-wheels" \
+    -r "$DIR/deps-wheels/requirements.txt"
+  touch "$DIR/deps-wheels/.complete"
+fi
+
 # 5. build TE's torch extension from its sdist (workaround 1) ---------------------------------------------------
 TE_TORCH_WHL=$(ls "$DIR"/out/transformer_engine_torch-$TE-cp312-cp312-linux_x86_64.whl 2>/dev/null || true)
 if [[ -n $TE_TORCH_WHL ]]; then step "5/8 transformer_engine_torch wheel: present ($TE_TORCH_WHL)"; else

@@ -5,17 +5,23 @@
 It builds the Bridge recipe config (``megatron.bridge.recipes.<name>()``, or ``package.module:function``),
 applies the Hydra-style ``KEY=VALUE`` overrides with Bridge's own ``omegaconf_utils.process_config_with_overrides``
 (the same code path as ``scripts/training/run_recipe.py``), and runs ``pretrain(config, forward_step,
-callbacks=[...])`` with a callback that prints, on every iteration from the capture iteration on:
+callbacks=[...])``. What it prints besides Megatron's own lines (grammar: graphsweep/logformat.py):
 
-- the Bridge memory line, ``[Rank r] (after i iterations) memory (GB) | mem-allocated-gigabytes: ...`` (Bridge
-  itself prints it only after iterations 1 and 2, before capture: reference 5.3), so the parser gets peak memory
-  after capture for both arms;
-- ``[graphsweep] cuda graph replay: iteration i`` when a captured graph exists (evidence, not assumption:
-  MCore's ``FullCudaGraphWrapper.cuda_graph['training']`` or TE-graphed layers' ``cuda_graphs``) and
-  ``[graphsweep] capture seconds: X`` once, for the iteration in which graphs first appear.
+- ``[graphsweep] provenance: {...}`` once per node (local rank 0), before training: the CUDA stack, TE / Core /
+  Bridge versions, container, GPUs and graph-relevant environment as *this* process sees them (under Slurm the job
+  wrapper runs outside the container and cannot see them);
+- the Bridge memory line, ``[Rank r] (after i iterations) memory (GB) | ...``, on every iteration from the capture
+  iteration on (Bridge itself prints it only after iterations 1 and 2, before capture: reference 5.3), and
+  ``[graphsweep] memory peaks reset after iteration i`` once, after the capture iteration (warmup + 1) in every arm:
+  later ``mem-max-*`` values are the steady window's peaks, the graph pool included;
+- ``[graphsweep] cuda graphs detected: n at iteration i`` and ``[graphsweep] cuda graph replay: iteration i`` when a
+  captured graph exists (evidence, not assumption: MCore's ``FullCudaGraphWrapper.cuda_graph['training']`` or
+  TE-graphed layers' ``cuda_graphs``).
 
-The file is run by path, so it imports nothing from graphsweep, and only the standard library at module level:
-``import graphsweep.entry.megatron_entry`` works on the controller's Python 3.11 without Megatron.
+The file is run by path. At module level it imports only the standard library, so ``import
+graphsweep.entry.megatron_entry`` works on the controller's Python 3.11 without Megatron; inside the job it adds
+the repository (mounted at the same path) to sys.path for two standard-library-only modules of graphsweep,
+logformat and provenance.
 """
 
 from __future__ import annotations
@@ -24,32 +30,19 @@ import argparse
 import dataclasses
 import importlib
 import os
-import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
-MARK = "[graphsweep]"
+if __package__ in (None, ""):  # run by path: graphsweep's stdlib-only modules come from the repository itself
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-# Bridge train_utils.py MEMORY_KEYS, in Bridge's order; "bytes" renamed to "gigabytes", "retires" is Bridge's typo.
-MEMORY_KEYS = (
-    ("allocated_bytes.all.current", "mem-allocated-gigabytes"),
-    ("active_bytes.all.current", "mem-active-gigabytes"),
-    ("inactive_split_bytes.all.current", "mem-inactive-gigabytes"),
-    ("reserved_bytes.all.current", "mem-reserved-gigabytes"),
-    ("allocated_bytes.all.peak", "mem-max-allocated-gigabytes"),
-    ("active_bytes.all.peak", "mem-max-active-gigabytes"),
-    ("inactive_split_bytes.all.peak", "mem-max-inactive-gigabytes"),
-    ("reserved_bytes.all.peak", "mem-max-reserved-gigabytes"),
-    ("num_alloc_retries", "mem-alloc-retires"),
-    ("allocation.all.current", "mem-allocated-count"),
-)
+from graphsweep import logformat as lf  # noqa: E402  (standard library only)
+
+MARK = lf.MARK
 
 GRAPH_KEYS = ("model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules")
-
-
-def log(msg: str) -> None:
-    print(f"{MARK} {msg}", flush=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -111,50 +104,47 @@ def translate_graph_overrides(overrides: list[str], has_modules: bool) -> list[s
     return out
 
 
-def gigabytes(n: float) -> str:
-    """Bridge's memory value: 1e9-byte GB, 5 significant digits."""
-    return repr(float(f"{n / 1e9:.5g}"))
-
-
-def memory_line(rank: int, iteration: int, stats: dict[str, Any]) -> str:
-    """The Bridge >= 0.2 memory report line (reference 5.3), from torch.cuda.memory_stats()."""
-    parts = []
-    for stat, name in MEMORY_KEYS:
-        value = stats.get(stat, 0)
-        parts.append(f"{name}: {int(value) if not name.endswith('gigabytes') else gigabytes(value)}")
-    return f"[Rank {rank}] (after {iteration} iterations) memory (GB) | " + " | ".join(parts)
+memory_line = lf.memory_line  # the Bridge memory line (reference 5.3)
 
 
 class ReplayTracker:
-    """Turns per-iteration observations (wall seconds, graphs present) into the markers."""
+    """Turns per-iteration observations (graphs present) into the capture and replay markers."""
 
     def __init__(self, warmup: int, graph_arm: bool):
         self.warmup = warmup
         self.graph_arm = graph_arm
-        self.walls: dict[int, float] = {}
         self.first_graph_iteration: int | None = None
 
-    def observe(self, iteration: int, wall_s: float | None, graphs: int) -> list[str]:
-        lines = []
-        if wall_s is not None:
-            self.walls[iteration] = wall_s
+    def observe(self, iteration: int, graphs: int) -> list[str]:
         if graphs and self.first_graph_iteration is None:
             self.first_graph_iteration = iteration
-            lines.append(f"cuda graphs detected: {graphs} at iteration {iteration}")
-            # capture seconds: the capture iteration's wall time minus a typical eager iteration
-            # (iterations 2..warmup; iteration 1 carries setup effects)
-            eager = [w for i, w in self.walls.items() if 2 <= i < iteration]
-            if iteration in self.walls:
-                base = statistics.median(eager) if eager else 0.0
-                lines.append(f"capture seconds: {max(0.0, self.walls[iteration] - base):.3f}")
-        elif graphs and iteration > (self.first_graph_iteration or iteration):
-            lines.append(f"cuda graph replay: iteration {iteration}")
-        return lines
+            return [lf.graphs_detected(graphs, iteration)]
+        if graphs and iteration > self.first_graph_iteration:
+            return [lf.replay(iteration)]
+        return []
 
     def finish(self, iterations: int) -> list[str]:
         if self.graph_arm and self.first_graph_iteration is None:
-            return [f"no cuda graph detected after {iterations} iterations"]
+            return [lf.no_graph(iterations)]
         return []
+
+
+def resets_peaks_after(iteration: int, warmup: int) -> bool:
+    """Peak memory stats are reset once, after the capture iteration (warmup + 1), in every arm alike."""
+    return iteration == warmup + 1
+
+
+# torch >= 2.8 always stashes tensors for NCCL instead of record_stream and warns when the variable is set
+# (ProcessGroupNCCL.cpp: "TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this environment variable is thus
+# deprecated."; the text is in 2.8.0's libtorch_cuda.so, not in 2.7.0's, which still reads the variable). Older
+# torch needs it to avoid allocator thrashing with async collectives (Bridge's COMMON_RECIPE_ENV_VARS set it).
+AVOID_RECORD_STREAMS = "TORCH_NCCL_AVOID_RECORD_STREAMS"
+AVOID_RECORD_STREAMS_DEFAULT_FROM = (2, 8)
+
+
+def needs_avoid_record_streams(torch_version: str | None) -> bool:
+    parts = [int(p) for p in (torch_version or "").split("+")[0].split(".")[:2] if p.isdigit()]
+    return len(parts) == 2 and tuple(parts) < AVOID_RECORD_STREAMS_DEFAULT_FROM
 
 
 # --------------------------------------------------------------------------------------------------
@@ -257,33 +247,31 @@ def make_callback(warmup: int, graph_arm: bool) -> Any:
     class GraphsweepCallback(Callback):
         def __init__(self) -> None:
             self.start_step: int | None = None
-            self.last_end: float | None = None
             self.iterations = 0
 
         def on_train_step_start(self, context: Any) -> None:
             self.start_step = int(context.state.train_state.step)
-            if self.last_end is None:
-                self.last_end = time.perf_counter()
 
         def on_train_step_end(self, context: Any) -> None:
-            now = time.perf_counter()
             iteration = self.start_step + 1 if self.start_step is not None else int(context.state.train_state.step)
-            wall = now - self.last_end if self.last_end is not None else None
-            self.last_end = now
             self.iterations = iteration
             rank, dp_rank = rank_info()
             if iteration > warmup and dp_rank == 0:
                 print(memory_line(rank, iteration, torch.cuda.memory_stats()), flush=True)
-            lines = tracker.observe(iteration, wall, count_graphs(context.model) if graph_arm else 0)
+            if resets_peaks_after(iteration, warmup) and torch.cuda.is_initialized():
+                torch.cuda.reset_peak_memory_stats()  # every rank: each reports its own steady peak from here
+                if rank == 0:
+                    print(lf.peaks_reset(iteration), flush=True)
+            lines = tracker.observe(iteration, count_graphs(context.model) if graph_arm else 0)
             if rank == 0:
                 for line in lines:
-                    log(line)
+                    print(line, flush=True)
 
         def on_train_end(self, context: Any) -> None:
             if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
                 return
             for line in tracker.finish(self.iterations):
-                log(line)
+                print(line, flush=True)
 
     return GraphsweepCallback()
 
@@ -317,8 +305,15 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
 
 def main(argv: list[str] | None = None) -> int:
     import logging
+    from importlib import metadata
 
     args, overrides = parse_args(argv)
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    if needs_avoid_record_streams(torch_version):
+        os.environ.setdefault(AVOID_RECORD_STREAMS, "1")  # before torch is imported: it reads it at start
     # run_recipe.py does the same, so MCore's INFO lines (TE capture, full-iteration capture) reach the log
     logging.basicConfig(level=logging.INFO)
     has_modules = detect_has_modules()
@@ -330,9 +325,15 @@ def main(argv: list[str] | None = None) -> int:
             "set workload.mcore_version to 0.18 or auto"
         )
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
     if rank == 0:
-        log(f"graph api: {'0.19 (cuda_graph_modules)' if has_modules else '<=0.18 (cuda_graph_scope)'}; {versions()}")
-        log("overrides: " + " ".join(overrides))
+        print(f"{lf.ENTRY_GRAPH_API}{'0.19 (cuda_graph_modules)' if has_modules else '<=0.18 (cuda_graph_scope)'}; "
+              f"{versions()}", flush=True)
+        print(lf.ENTRY_OVERRIDES + " ".join(overrides), flush=True)
+    if local_rank == 0:  # one line per node: a node in another container or driver shows up
+        from graphsweep import provenance  # standard library only
+
+        print(provenance.log_line(rank=rank), flush=True)
     cfg = build_config(args.recipe, overrides)
     impl = str(getattr(cfg.model, "cuda_graph_impl", "none"))
     warmup = int(getattr(cfg.model, "cuda_graph_warmup_steps", 0) or 0)
@@ -346,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     pretrain(cfg, forward_step, callbacks=[make_callback(warmup, graph_arm=impl != "none")])
     if rank == 0:
-        log(f"done: wall seconds {time.time() - t0:.1f}")
+        print(f"{lf.ENTRY_DONE}{time.time() - t0:.1f}", flush=True)
     return 0
 
 

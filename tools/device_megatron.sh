@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Device side (one GPU machine lent call by call): Megatron Bridge sweeps through graphsweep's own Snakemake +
+# submitit workflow. Calls must follow each other within the machine's idle limit (30 s): /tmp is the only state.
+#
+#   bash tools/device_megatron.sh stash pN          carry .mbwhl (tools/megatron_payload.sh): keep part N in /tmp/mbx
+#   bash tools/device_megatron.sh setup             carry .whl (controller wheels, see tools/device_sweep.sh) too:
+#                                                   install them, copy this checkout to /tmp/proj
+#   bash tools/device_megatron.sh start SPEC...     reassemble + install the Megatron wheels (once), then run the
+#                                                   specs one after another in a detached session
+#   bash tools/device_megatron.sh wait SECONDS      wait (at most SECONDS), report, pack results into $OUT
+#
+# Then on the CPU: unpack $OUT/results-*.tgz into results/examples/ and finish with --allowed-rules plan parse
+# aggregate compare report all (docs/results-h200.md has the exact commands).
+set -u
+MBX=/tmp/mbx SITE=/tmp/site MBSITE=/tmp/mbsite PROJ=/tmp/proj RES=/tmp/mbres
+export PYTHONPATH=$SITE:$MBSITE:$PROJ PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# NVLink multicast stays off in every process (device KINDS.md: it can take a shared host's GPUs down)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset PYTHONDONTWRITEBYTECODE  # the image sets it: every import would compile again in every run
+T0=$(date +%s)
+took() { echo "[device_megatron] $1 took $(( $(date +%s) - T0 )) s"; }
+
+case ${1:-} in
+stash)
+  mkdir -p $MBX && cp .mbwhl/"$2"/* $MBX/ && ls $MBX | wc -l && took "stash $2" ;;
+setup)
+  mkdir -p $MBX
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $SITE .whl/*.whl \
+    > $MBX/pip_site.log 2>&1 || { tail -20 $MBX/pip_site.log; exit 1; }
+  rm -rf $PROJ && mkdir -p $PROJ && tar cf - --exclude=./.whl --exclude=./.mbwhl --exclude=./.snakemake --exclude=./results . | tar xf - -C $PROJ
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -m snakemake --version && took setup ;;
+start)
+  shift
+  if [[ ! -f $MBSITE/.installed ]]; then
+    (cd $MBX && big=$(ls transformer_engine_cu13-*.whl.piece.0 | sed 's/\.piece\.0$//') && cat "$big".piece.* > "$big" \
+      && rm "$big".piece.* && sha256sum --quiet -c SHA256SUMS) || { echo "payload incomplete or corrupt"; exit 3; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $MBSITE $MBX/*.whl \
+      > $MBX/pip_mb.log 2>&1 || { tail -20 $MBX/pip_mb.log; exit 4; }
+    # the Core wheel ships its dataset helper compiled but no Makefile, and Bridge runs make (megatron-venv.sh #4)
+    printf 'all:\n\t@true\n' > $MBSITE/megatron/core/datasets/Makefile && touch $MBSITE/.installed && took install
+  fi
+  cat > $MBX/sweeps.sh <<EOF
+cd $PROJ
+for spec in $*; do
+  echo "=== \$spec \$(date +%T)"
+  python3 -m snakemake --cores 12 --resources gpus=1 --keep-going --config spec=\$spec results=$RES
+  echo "=== \$spec rc=\$? \$(date +%T)"
+done
+touch $MBX/sweeps.done
+EOF
+  rm -f $MBX/sweeps.done
+  setsid nohup bash $MBX/sweeps.sh > $MBX/smk.log 2>&1 < /dev/null &
+  echo $! > $MBX/smk.pid && took "start $*" ;;
+wait)
+  while [[ ! -f $MBX/sweeps.done ]] && (( $(date +%s) - T0 < ${2:-500} )); do sleep 5; done
+  [[ -f $MBX/sweeps.done ]] && echo "sweeps finished" || echo "sweeps still running"
+  grep -E "^===|steps \(|Error|error:" $MBX/smk.log | tail -12
+  for d in $RES/*/; do
+    s=$(basename "$d")
+    echo "$s: $(ls "$d/runs" 2>/dev/null | wc -l) run folders, $(ls "$d"/runs/*/run.json 2>/dev/null | wc -l) finished"
+    tar czf "$OUT/results-$s.tgz" -C $RES --exclude='*.pkl' "$s"
+  done
+  cp $MBX/smk.log "$OUT/" ; took wait ;;
+*)
+  sed -n 2,14p "$0"; exit 2 ;;
+esac
