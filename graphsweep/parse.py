@@ -29,6 +29,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
+from graphsweep import logformat as lf
 from graphsweep import outcome as oc
 from graphsweep.outcome import Hit, RunSummary, summary_to_dict  # noqa: F401  (public API)
 
@@ -313,6 +314,8 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
     if m := _LOCAL_BUILT.search(raw):
         done(_text(raw), float(m.group(2)))
     if b"[graphsweep]" in raw:
+        if lf.RE_GRAPHS_DETECTED.search(raw):  # the Megatron entry saw the captured graphs from Python
+            done(lf.GRAPHS_DETECTED.strip(), None)
         if m := _GS_CAPTURE_S.search(raw):
             done("[graphsweep] capture seconds", float(m.group(1)))
         if m := _GS_REPLAY.search(raw):

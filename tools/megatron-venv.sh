@@ -138,7 +138,7 @@ fi
 if [[ -f $DIR/deps-wheels/.complete ]]; then step "4b/8 dependency wheels: kept in $DIR/deps-wheels"; else
   step "4b/8 keep the dependency wheels in $DIR/deps-wheels"
   mkdir -p "$DIR/deps-wheels"
-  "$VPY" -m pip freeze --exclude-editable | grep -viE '^(torch|triton|nvidia-|megatron|transformer.engine|pip|setuptools|wheel)[-_=]' \
+  "$VPY" -m pip freeze --exclude-editable | grep -viE '^(torch|triton|nvidia[-_](cu|nccl|nvjitlink|nvshmem|nvtx)[^=]*|cuda[-_][^=]*|megatron[-_](core|bridge)|transformer[-_]engine[^=]*|pip|setuptools|wheel)==| @ ' \
     > "$DIR/deps-wheels/requirements.txt"
   run_logged "$DIR/deps_download.log" $NICE "$VPY" -m pip wheel --no-deps -w "$DIR/deps-wheels" \
     -r "$DIR/deps-wheels/requirements.txt"
@@ -175,9 +175,12 @@ fi
 # 7. nvidia-resiliency-ext 0.7.0 (workaround 3) -----------------------------------------------------------------
 if has_version nvidia-resiliency-ext $RESILIENCY; then step "7/8 nvidia-resiliency-ext $RESILIENCY: present"; else
   step "7/8 nvidia-resiliency-ext $RESILIENCY (manylinux_2_39 wheel via --platform --target)"
-  run_logged "$DIR/resiliency_install.log" $NICE "$VPY" -m pip install --no-deps --only-binary=:all: \
-    --platform manylinux_2_39_x86_64 --python-version 3.12 --implementation cp --target "$SP" --upgrade \
+  mkdir -p "$DIR/deps-wheels"  # the wheel is kept there for tools/megatron_payload.sh
+  run_logged "$DIR/resiliency_install.log" $NICE "$VPY" -m pip download --no-deps --only-binary=:all: \
+    --platform manylinux_2_39_x86_64 --python-version 3.12 --implementation cp -d "$DIR/deps-wheels" \
     "nvidia-resiliency-ext==$RESILIENCY"
+  run_logged "$DIR/resiliency_install.log" $NICE "$VPY" -m pip install --no-deps --target "$SP" --upgrade \
+    "$DIR"/deps-wheels/nvidia_resiliency_ext-$RESILIENCY-*.whl
 fi
 
 # 8. do-nothing Makefile for Core's dataset helpers (workaround 4), then the check --------------------------------

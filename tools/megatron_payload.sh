@@ -5,24 +5,23 @@
 #   tools/megatron_payload.sh [VENV_DIR] [OUT]     (defaults: $MEGATRON_VENV_DIR or ~/mbvenv, .mbwhl)
 #
 # Takes VENV_DIR/wheels (Megatron Bridge, Core, TE, TE cu13), VENV_DIR/out (the transformer_engine_torch wheel
-# compiled against torch 2.11.0) and the import-time dependency wheels the device lacks (VENV_DIR/deps-wheels, kept
-# by megatron-venv.sh; the list that imported on the H200 is shared/recipes/megatron-h200/deps.txt). Never torch or
-# the nvidia-* CUDA wheels: the device has them. OUT/p1 .. OUT/pN each hold at most PART_MB (55) MB; the 276 MB
-# transformer_engine_cu13 wheel is split into pieces with its sha256 beside them. OUT/SHA256SUMS covers every wheel.
+# compiled against torch 2.11.0) and, from VENV_DIR/deps-wheels (kept by megatron-venv.sh), the import-time
+# dependencies the H200 image lacks (tools/megatron-device-deps.txt). Never torch or the nvidia-* CUDA wheels: the
+# device has them. OUT/p1 .. OUT/pN each hold at most PART_MB (60) MB; the 276 MB transformer_engine_cu13 wheel is
+# split into pieces. OUT/SHA256SUMS (in the last part) covers every wheel.
 set -euo pipefail
 DIR=${1:-${MEGATRON_VENV_DIR:-$HOME/mbvenv}}
 OUT=${2:-.mbwhl}
-PART_MB=${PART_MB:-55}
-DEVICE_HAS=${DEVICE_HAS:-'^(torch|triton|nvidia_|numpy|pandas|pyarrow|scipy|matplotlib|transformers|tokenizers|huggingface_hub|safetensors|pyyaml|packaging|einops|regex|tqdm|rich|six|sentencepiece|filelock|fsspec|jinja2|markupsafe|requests|urllib3|idna|certifi|charset_normalizer|psutil|setuptools|pip|wheel)-'}
+PART_MB=${PART_MB:-60}
+DEPS=${DEPS:-$(dirname "$0")/megatron-device-deps.txt}
 
 rm -rf "$OUT" && mkdir -p "$OUT/all"
 cp "$DIR"/wheels/*.whl "$DIR"/out/transformer_engine_torch-*.whl "$OUT/all/"
-if [[ -d $DIR/deps-wheels ]]; then
-  for w in "$DIR"/deps-wheels/*.whl; do
-    name=$(basename "$w" | tr 'A-Z-' 'a-z_')
-    [[ $name =~ $DEVICE_HAS ]] || cp "$w" "$OUT/all/"
-  done
-fi
+for name in $(grep -v '^#' "$DEPS"); do
+  w=$(ls "$DIR"/deps-wheels/*.whl | awk -F/ -v n="$name" '{f=$NF; split(f, a, "-"); if (tolower(a[1]) == n) print}')
+  [[ -n $w ]] || { echo "no wheel for $name in $DIR/deps-wheels (run tools/megatron-venv.sh)" >&2; exit 1; }
+  cp $w "$OUT/all/"
+done
 (cd "$OUT/all" && sha256sum *.whl > ../SHA256SUMS)
 
 big=$(cd "$OUT/all" && ls transformer_engine_cu13-*.whl)
