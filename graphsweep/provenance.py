@@ -133,16 +133,34 @@ def _torch_probe(python: str, timeout: float) -> dict[str, Any] | None:
         return None
 
 
-def _torch_in_process() -> dict[str, Any]:
+def _cudnn_in_process(torch: Any, errors: list[str]) -> str | None:
+    """cuDNN as this process loaded it. torch.backends.cudnn.version() raises when another library (TE on the H200
+    image, 2026-12-01) loaded a cuDNN other than the one torch was built against: then the runtime version is what
+    the process runs with, and the mismatch is recorded, never raised."""
+    try:
+        return str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None
+    except Exception as exc:  # noqa: BLE001 - evidence, never a reason to fail the training
+        errors.append(f"cudnn: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    try:
+        major, minor, patch = torch._C._cudnn.getRuntimeVersion()
+        return str(major * 10000 + minor * 100 + patch)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _torch_in_process(errors: list[str]) -> dict[str, Any]:
     """The CUDA stack as the already-imported torch of this process reports it (the training process)."""
     import torch
 
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    out: dict[str, Any] = {"torch": getattr(torch, "__version__", None), "cuda": None, "cudnn": None, "nccl": None}
     try:
-        nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
-    except Exception:  # noqa: BLE001 - builds without NCCL
-        nccl = None
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": str(cudnn) if cudnn else None, "nccl": nccl}
+        out["cuda"] = torch.version.cuda
+        out["cudnn"] = _cudnn_in_process(torch, errors)
+        if torch.cuda.is_available():
+            out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception as exc:  # noqa: BLE001 - builds without NCCL, a broken CUDA stack: recorded, not raised
+        errors.append(f"torch: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+    return out
 
 
 def library_versions(
@@ -156,7 +174,7 @@ def library_versions(
     for key, names in DISTRIBUTIONS.items():
         v[key] = _dist_version(names)
     if v["torch"] and "torch" in sys.modules and python is None:
-        v.update(_torch_in_process())
+        v.update(_torch_in_process(errors))
     elif v["torch"] and probe_torch:
         probed = _torch_probe(python or sys.executable, torch_timeout)
         if probed:
@@ -282,23 +300,30 @@ def collect(
 
 def log_line(env: Mapping[str, str] | None = None, bridge_dir: str | None = None, rank: int = 0) -> str:
     """`[graphsweep] provenance: {...}`: the versions, CUDA stack, GPUs, container and graph environment as the
-    training process sees them (call it after torch is imported: CUDA/cuDNN/NCCL come from that torch)."""
+    training process sees them (call it after torch is imported: CUDA/cuDNN/NCCL come from that torch). Never
+    raises: what cannot be read is left out and named under "errors"."""
     env = dict(os.environ if env is None else env)
-    versions, errors = library_versions()
-    facts: dict[str, Any] = {
-        "rank": rank,
-        "versions": versions,
-        "megatron": megatron_tree(env, bridge_dir or env.get("GRAPHSWEEP_BRIDGE_DIR")),
-        "container": container_image(env),
-        "env": graph_env(env),
-        "host": socket.gethostname(),
-        "errors": errors,
-    }
-    try:
-        facts["gpu"] = gpu_info(env)  # nvidia-smi: no CUDA context is created in the training process
-    except Exception as exc:  # noqa: BLE001 - evidence, never a reason to fail the training
-        errors.append(f"gpu: {type(exc).__name__}: {exc}")
-    return LOG_MARKER + json.dumps(facts, sort_keys=True)
+    errors: list[str] = []
+    facts: dict[str, Any] = {"rank": rank, "errors": errors}
+
+    def guard(key: str, fn: Any, *args: Any) -> None:
+        try:
+            facts[key] = fn(*args)
+        except Exception as exc:  # noqa: BLE001 - evidence, never a reason to fail the training
+            errors.append(f"{key}: {type(exc).__name__}: {exc}")
+
+    def versions() -> dict[str, Any]:
+        found, problems = library_versions()
+        errors.extend(problems)
+        return found
+
+    guard("versions", versions)
+    guard("megatron", megatron_tree, env, bridge_dir or env.get("GRAPHSWEEP_BRIDGE_DIR"))
+    guard("container", container_image, env)
+    guard("env", graph_env, env)
+    guard("host", socket.gethostname)
+    guard("gpu", gpu_info, env)  # nvidia-smi: no CUDA context is created in the training process
+    return LOG_MARKER + json.dumps(facts, sort_keys=True, default=str)
 
 
 def from_logs(paths: Iterable[str | Path], max_bytes: int = 8 << 20) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import yaml
 
 from graphsweep import provenance
@@ -139,3 +140,34 @@ def test_gpu_facts_respect_cuda_visible_devices(tmp_path, monkeypatch):
     assert both["app_sm_clock_mhz"] is None and both["sm_clock_mhz"] == "1980;345"
     one = provenance.gpu_info({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"})
     assert one["count"] == 1 and one["uuids"] == ["GPU-bbbb"] and one["sm_clock_mhz"] == "345"
+
+
+# The first line of the error every Megatron run on the H200 raised on 2026-12-01 when provenance asked torch for
+# its cuDNN version (TE had loaded another cuDNN): shared logs under tests/fixtures/logs/megatron-h200/.
+CUDNN_MISMATCH = ("cuDNN version incompatibility: PyTorch was compiled  against (9, 19, 0) but found runtime version "
+                  "(9, 14, 0). PyTorch already comes bundled with cuDNN.")
+
+
+def test_training_line_survives_a_cudnn_that_torch_refuses(monkeypatch):
+    torch = pytest.importorskip("torch")
+
+    def refuse() -> int:
+        raise RuntimeError(CUDNN_MISMATCH)
+
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", refuse)
+    line = provenance.log_line({})
+    facts = json.loads(line.removeprefix(provenance.LOG_MARKER))
+    assert facts["versions"]["torch"] == torch.__version__
+    assert any("cuDNN version incompatibility" in e for e in facts["errors"])
+
+
+def test_entry_never_lets_provenance_stop_the_training(monkeypatch, capsys):
+    from graphsweep.entry import megatron_entry
+
+    def broken(**_: object) -> str:
+        raise RuntimeError(CUDNN_MISMATCH)
+
+    monkeypatch.setattr(provenance, "log_line", broken)
+    megatron_entry.print_provenance(rank=0)
+    assert capsys.readouterr().out.startswith("[graphsweep] provenance failed: RuntimeError: cuDNN version")

@@ -303,6 +303,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     return args, rest
 
 
+def print_provenance(rank: int) -> None:
+    """The provenance line; a failure to describe the stack is printed as such and never stops the training
+    (on the H200, 2026-12-01, torch.backends.cudnn.version() raised inside a Megatron process and took every run)."""
+    try:
+        from graphsweep import provenance  # standard library only
+
+        print(provenance.log_line(rank=rank), flush=True)
+    except Exception as exc:  # noqa: BLE001 - evidence, never a reason to lose a run
+        print(lf.line(f"provenance failed: {type(exc).__name__}: {exc}"), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     import logging
     from importlib import metadata
@@ -331,9 +342,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{versions()}", flush=True)
         print(lf.ENTRY_OVERRIDES + " ".join(overrides), flush=True)
     if local_rank == 0:  # one line per node: a node in another container or driver shows up
-        from graphsweep import provenance  # standard library only
-
-        print(provenance.log_line(rank=rank), flush=True)
+        print_provenance(rank)
     cfg = build_config(args.recipe, overrides)
     impl = str(getattr(cfg.model, "cuda_graph_impl", "none"))
     warmup = int(getattr(cfg.model, "cuda_graph_warmup_steps", 0) or 0)
