@@ -20,15 +20,8 @@ report: "report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/plan.smk"
-if "source" in SPEC.raw:
-
-    include: "rules/ingest.smk"  # existing logs: the run rule is replaced, nothing is submitted
-
-else:
-
-    include: "rules/run.smk"
-
-
+include: "rules/run.smk"
+include: "rules/ingest.smk"
 include: "rules/parse.smk"
 include: "rules/report.smk"
 include: "rules/archive.smk"

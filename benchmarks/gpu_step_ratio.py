@@ -1,6 +1,6 @@
 """How close is the builtin full-iteration graph step to the GPU's own time for that step?
 
-For one shape of the builtin workload (graphsweep.workload), measure on a CUDA device:
+For one shape of the builtin workload (graphsweep/entry/builtin_gpt.py), measure on a CUDA device:
   * eager step wall time (synchronize, perf_counter) and its kernel busy time (torch.profiler);
   * full-iteration graph step wall time, the GPU span of one replay (CUDA events around it) and
     the kernel busy time of one replay (torch.profiler, kernel durations summed);
@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from graphsweep import workload  # noqa: E402
+from graphsweep.entry import builtin_gpt as workload  # noqa: E402
 
 
 def wall_ms(fn: Callable[[], object], n: int) -> list[float]:

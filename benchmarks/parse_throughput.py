@@ -29,10 +29,10 @@ CHILD = r"""
 import json, resource, sys, time
 import pyarrow as pa
 pa.set_cpu_count(1); pa.set_io_thread_count(1)
-from graphsweep import parse
+from graphsweep.parse.run import parse_run
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
-r = parse.parse_run([sys.argv[1]], arm="graph", warmup=3)
+r = parse_run([sys.argv[1]], arm="graph", warmup=3)
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "rows": len(r.iterations), "outcome": r.summary.outcome,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

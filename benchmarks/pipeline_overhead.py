@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from graphsweep import parse
+from graphsweep.parse.run import parse_run
 
 
 def _utc(text: str | None) -> datetime | None:
@@ -40,7 +40,7 @@ def run_costs(run_dir: Path) -> dict[str, float] | None:
     iters = run_dir / "iterations.parquet"
     train_s = float(pd.read_parquet(iters, columns=["elapsed_ms"]).elapsed_ms.sum()) / 1e3 if iters.exists() else 0.0
     t0 = time.perf_counter()
-    parse.parse_run([run_dir / "log.txt"], arm="eager" if meta["run_id"].split(".")[1] == "eager" else "graph")
+    parse_run([run_dir / "log.txt"], arm="eager" if meta["run_id"].split(".")[1] == "eager" else "graph")
     parse_s = time.perf_counter() - t0
     job_s = float(meta.get("wall_s") or (end - start).total_seconds())
     return {

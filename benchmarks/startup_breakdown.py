@@ -2,7 +2,7 @@
 
 A run of the local executor is two Python processes: submitit's job process (``python -m
 submitit.core._submit``: imports submitit and graphsweep, unpickles the job, collects the job's provenance with
-nvidia-smi and git) and the training process it starts (``python -m graphsweep.workload``: imports torch, makes the
+nvidia-smi and git) and the training process it starts (``python -m graphsweep.entry.builtin_gpt``: imports torch, makes the
 CUDA context, prints the provenance line, builds the model, runs iteration 1 with its cuBLAS / kernel warm-up).
 This script times each phase in fresh processes of this interpreter and prints one line per phase, then the
 whole training process for comparison (`benchmarks/pipeline_overhead.py` gives the job-level figure).
@@ -26,14 +26,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# One fresh training-like process: the same imports and steps as graphsweep.workload.main, timed in order.
+# One fresh training-like process: the same imports and steps as graphsweep.entry.builtin_gpt.main, in order.
 PHASES = r"""
 import json, sys, time
 t = [("interpreter (to the first statement)", time.perf_counter())]
 import torch
 t.append(("import torch", time.perf_counter()))
-from graphsweep import provenance, workload
-t.append(("import graphsweep.workload", time.perf_counter()))
+from graphsweep import provenance
+from graphsweep.entry import builtin_gpt as workload
+t.append(("import the builtin trainer", time.perf_counter()))
 cuda = torch.cuda.is_available()
 if cuda:
     torch.cuda.init(); torch.empty(1, device="cuda"); torch.cuda.synchronize()
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(a.repeats):
             for name, seconds in json.loads(wall([py, "-c", script, *args], env)[1].strip().splitlines()[-1]):
                 phases.setdefault(name, []).append(seconds)
-    whole = statistics.median(wall([py, "-m", "graphsweep.workload", *shape, "--iters", "24"], env)[0]
+    whole = statistics.median(wall([py, "-m", "graphsweep.entry.builtin_gpt", *shape, "--iters", "24"], env)[0]
                               for _ in range(a.repeats))
     print(f"python {sys.version.split()[0]}, shape {' '.join(shape)}, median of {a.repeats} fresh processes")
     print(f"  {'python -c pass (interpreter start and exit)':<46} {empty:7.3f} s")

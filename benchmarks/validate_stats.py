@@ -36,7 +36,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from graphsweep.stats import ArmRun, judge_cell, steady_window  # noqa: E402
+from graphsweep.judge.verdict import ArmRun, judge_cell  # noqa: E402
+from graphsweep.parse.window import steady_window  # noqa: E402
 
 FIXTURES = Path("/work/shared/fixtures")
 H200_JOBS = ROOT / "benchmarks" / "data" / "h200-jobs"

@@ -16,8 +16,7 @@ from typing import Mapping
 MARK = "[graphsweep]"
 
 # --------------------------------------------------------------------------------------------------
-# graphsweep's markers (written by graphsweep/workload.py and graphsweep/entry/megatron_entry.py)
-
+# graphsweep's markers (written by graphsweep/entry/builtin_gpt.py and graphsweep/entry/megatron_entry.py)
 PROVENANCE = f"{MARK} provenance: "  # + one JSON object: the CUDA stack as the training process sees it
 DEVICE = f"{MARK} device: "  # builtin: device name, torch and CUDA versions
 BLOCKED = f"{MARK} blocked: "  # builtin: the arm cannot run here (exit 3)
@@ -64,9 +63,33 @@ def peaks_reset(iteration: int) -> str:
     return f"{PEAKS_RESET}{iteration}"
 
 
+# The ABBA driver's markers around each segment of a pair job's combined log (graphsweep/run/abba.py); the
+# controller splits the log at them (graphsweep/parse/pairs.py)
+ABBA_MARK = "[graphsweep abba]"
+
+
+def segment_start(label: str, arm: str, command: str) -> str:
+    return f"{ABBA_MARK} segment {label} ({arm}) start: {command}"
+
+
+def segment_end(label: str, arm: str, exit_code: int, wall_s: float) -> str:
+    return f"{ABBA_MARK} segment {label} ({arm}) end: exit {exit_code}, wall {wall_s:.3f} s"
+
+
+def pair_done(order: str, exits: str) -> str:
+    return f"{ABBA_MARK} pair done: order {order}; exits {exits}"
+
+
+def abba_launch_error(error: str) -> str:
+    return f"{ABBA_MARK} launch error: {error}"
+
+
+RE_SEGMENT_START = re.compile(r"\[graphsweep abba\] segment (?P<label>[AB]\d) \((?P<arm>\w+)\) start")
+RE_SEGMENT_END = re.compile(
+    r"\[graphsweep abba\] segment (?P<label>[AB]\d) \((?P<arm>\w+)\) end: exit (?P<exit>-?\d+), wall (?P<wall>[\d.]+) s")
+
 # --------------------------------------------------------------------------------------------------
 # Megatron's lines that graphsweep writes itself (so one parser reads the builtin workload and Megatron Bridge)
-
 # Bridge train_utils.py MEMORY_KEYS (ref §5.3), in Bridge's order: torch.cuda.memory_stats() key -> printed name.
 # Bridge prints "bytes" as "gigabytes" (1e9-byte GB, 5 significant digits); "retires" is Bridge's typo.
 MEMORY_KEYS = (
@@ -116,6 +139,9 @@ def iteration_line(iteration: int, total: int, *, micro_batch: int, elapsed_ms: 
 # Megatron texts the builtin workload prints at the same moments Megatron does (ref §5.5, §5.6)
 TRAINING_START = "Starting training loop at iteration 0"  # Bridge train.py
 INIT_SECONDS = "time to initialize megatron (seconds): "  # Bridge setup marker
+# Bridge training/initialize.py L208 (rng_config.seed), MCore training/initialize.py L113 (args.seed): runs of one
+# seed train the same model, so their losses must agree (judge/parity.py)
+SEED = "> setting random seeds to {seed} ..."
 GRAPHABLE_LAYERS = "Rank 0: {layers} graphable layers."  # MCore cuda_graphs.py TECudaGraphHelper
 TE_CAPTURE_START = "Start CUDA Graphs capture..."  # MCore cuda_graphs.py TECudaGraphHelper
 TE_CAPTURE_TIME = "Time spent in CUDA Graphs capture on rank 0: {seconds}s"  # MCore cuda_graphs.py
@@ -124,11 +150,89 @@ FULL_CAPTURE_DONE = "CUDA graph capture done for training!!!"  # MCore full_cuda
 DELETING_GRAPHS = "Deleting CUDA graphs"  # Bridge train.py, at every normal end
 AFTER_TRAINING = "[after training is done] datetime: {now} "  # MCore barrier_and_log
 
-
 # --------------------------------------------------------------------------------------------------
-# Reading graphsweep's markers (bytes: logs are read as bytes, line by line; never anchored, ranks glue lines)
-
+# Reading logs (bytes: logs are read as bytes, line by line; a pattern is searched anywhere in a line, never anchored,
+# since srun labels, `[rankN]: ` prefixes and ranks glued into one physical line are all real). Sources: ref §5.1-5.6.
 _F = rb"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf))"
+# Bridge train_utils.py::training_log / MLM training.py (ref §5.1): "iteration {:8d}/{:8d} |"
+ITER_NEEDLE = b"elapsed time per iteration"
+ITER_HEAD = re.compile(rb"iteration\s+(\d+)/\s*(\d+)\s*\|")
+ELAPSED = re.compile(rb"elapsed time per iteration \(ms\):\s*" + _F)
+
+
+def decimals(number: bytes) -> int | None:
+    """Decimals a number was printed with (b"6.3" -> 1): its print step is 10**-decimals. None for nan/inf/1e-3."""
+    if not number[-1:].isdigit() or b"e" in number.lower():
+        return None
+    _, dot, tail = number.partition(b".")
+    return len(tail) if dot else 0
+
+
+THROUGHPUT = re.compile(rb"throughput per GPU \(TFLOP/s/GPU\):\s*" + _F)
+LM_LOSS = re.compile(rb"\blm loss:\s*" + _F)  # printed only when >= 0, so NaN removes it (ref §5.1)
+GRAD_NORM = re.compile(rb"grad norm:\s*" + _F)
+ANY_LOSS_KEY = re.compile(rb"\| [\w ]*loss: ")
+# Bridge print_rank_0 (ref §5.2): "Step Time : {sec:.2f}s GPU utilization: {tflops:.1f}MODEL_TFLOP/s/GPU"
+STEP_NEEDLE = b"Step Time :"
+STEP = re.compile(rb"Step Time :\s*([\d.]+)s GPU utilization:\s*([\d.]+)(?:MODEL_)?TFLOP/s/GPU")
+# Memory report (ref §5.3): Bridge GB (1e9 bytes) and MCore/MLM MB (MiB: MCore divides by 1024*1024)
+MEM_NEEDLE = b") memory ("
+MEM_HEAD = re.compile(rb"\(after (\d+) iterations\) memory \((GB|MB)\)")
+MEM_GB = {
+    "alloc": re.compile(rb"mem-allocated-gigabytes:\s*" + _F),
+    "max_alloc": re.compile(rb"mem-max-allocated-gigabytes:\s*" + _F),
+    "max_reserved": re.compile(rb"mem-max-reserved-gigabytes:\s*" + _F),
+}
+MEM_MB = {
+    "alloc": re.compile(rb"\| allocated:\s*" + _F),
+    "max_alloc": re.compile(rb"\| max allocated:\s*" + _F),
+    "max_reserved": re.compile(rb"\| max reserved:\s*" + _F),
+}
+MIB_TO_GB = 1024 * 1024 / 1e9
+# CUDA-graph lifecycle (ref §5.5) and the builtin workload (graphsweep/entry/builtin_gpt.py)
+GRAPHABLE = re.compile(rb"Rank (\d+): (\d+) graphable layers\.")  # TECudaGraphHelper INFO
+TE_CAPTURE_START_B = TE_CAPTURE_START.encode()  # TECudaGraphHelper, rank 0
+TE_CAPTURE_TIME_RE = re.compile(rb"Time spent in CUDA Graphs capture on rank (\d+):\s*" + _F + rb"s")
+NO_GRAPHABLE = b"No graphable layers found. Skipping CUDA graph capture."  # WARNING (may be filtered)
+FULL_CAPTURE_START_B = FULL_CAPTURE_START.encode()  # megatron.core.full_cuda_graph, every rank
+FULL_CAPTURE_DONE_B = FULL_CAPTURE_DONE.encode()
+FULL_CAPTURE_S = re.compile(rb"CUDA graph capture done for training!!!\s*\(([\d.]+)s\)")  # h200-probe/probe.py
+LOCAL_CREATING = re.compile(rb"Creating (\d+) CUDA graphs")  # CudaGraphManager (local impl)
+LOCAL_BUILT = re.compile(rb"> built (\d+) cuda graph\(s\) in ([\d.]+) sec")
+# Start / end of the training loop (ref §5.5, §5.6)
+TRAIN_START = re.compile(rb"Starting training loop at iteration (\d+)")  # Bridge train.py
+TRAIN_START_MLM = b"[before the start of training step]"  # MCore barrier_and_log (MLM)
+SEED_NEEDLE = b"> setting random seeds to "
+SEED_LINE = re.compile(rb"> setting random seeds to (\d+) \.\.\.")
+END_MARKERS = (AFTER_TRAINING.split(" datetime")[0].encode(), b"exiting program at iteration")  # normal end (ref §5.6, §6.2)
+END_DATA = (b"StopIteration", b"AssertionError: no samples left to consume:")  # data exhausted: Bridge completes
+EXIT_MINUTES = re.compile(rb"exiting program after (\d+) minutes")  # --exit-duration-in-mins: graceful walltime
+SIGTERM_EXIT = b"exiting program after receiving SIGTERM."
+STRAGGLER_EXIT = b"Exiting program due to straggler detection."
+SETUP_DONE = (b"done with setup ...", b"time to initialize megatron")
+# Generic Python exception line, for crashes no signature explains
+EXC_LINE = re.compile(rb"(?:^|[\s:\]])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt)):\s?(.*)")
+KEYERROR = re.compile(rb"KeyError: '([^']*)'")
+SRUN_EXIT = re.compile(rb"srun: error: (\S+): tasks? ([\d,-]+): Exited with exit code (\d+)")
+# Python tracebacks: the frames before an error say where it came from (the cause behind a generic CUDA error)
+TRACEBACK_START = b"Traceback (most recent call last):"
+FRAME_NEEDLE = b'File "'
+TRACEBACK_FRAME = re.compile(rb'File "([^"]+)", line (\d+), in (\S+)')
+OOM_REQUEST = re.compile(rb"Tried to allocate ([\d.]+ ?[KMGT]?i?B)")
+
+# RE2 forms of the iteration-line patterns (Arrow compute in graphsweep/parse/scan.py); numbers only, so casts
+# never fail
+RE2_NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf))"
+RE2_ITER = r"iteration\s+(?P<it>\d+)/\s*(?P<total>\d+)\s*\|"
+RE2_FIELDS = {
+    "elapsed": r"elapsed time per iteration \(ms\):\s*(?P<v>" + RE2_NUM[1:],
+    "tflops": r"throughput per GPU \(TFLOP/s/GPU\):\s*(?P<v>" + RE2_NUM[1:],
+    "loss": r"lm loss:\s*(?P<v>" + RE2_NUM[1:],
+    "grad_norm": r"grad norm:\s*(?P<v>" + RE2_NUM[1:],
+}
+
+# graphsweep's own markers
+DEVICE_B = DEVICE.encode()
 RE_CAPTURE_SECONDS = re.compile(re.escape(CAPTURE_SECONDS.encode()) + rb"\s*" + _F)
 RE_GRAPHS_DETECTED = re.compile(re.escape(GRAPHS_DETECTED.encode()) + rb"(\d+) at iteration (\d+)")
 RE_REPLAY = re.compile(re.escape(REPLAY.encode()) + rb"(\d+)")

@@ -1,6 +1,6 @@
 """What produced a run, and whether two runs may be compared.
 
-`collect(env)` runs inside the job (graphsweep.submit.job_main) and returns a JSON-able dict stored in run.json
+`collect(env)` runs inside the job (graphsweep.run.job.job_main) and returns a JSON-able dict stored in run.json
 under "provenance": graphsweep version and git SHA (+ dirty flag), the Megatron tree SHA when given, the
 container image, the library versions, the GPUs (nvidia-smi), the node list, the environment variables that
 change CUDA-graph behaviour and the Slurm job fields. It is fast (one nvidia-smi and one git call, torch is
@@ -30,6 +30,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+from graphsweep import __version__
 
 PROVENANCE_VERSION = 1
 LOG_MARKER = "[graphsweep] provenance: "  # one line printed by the training process (inside the container)
@@ -273,8 +275,6 @@ def collect(
     prov["collected_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     guard("host", socket.gethostname)
     try:
-        from graphsweep import __version__
-
         repo = Path(__file__).resolve().parent.parent
         prov["graphsweep"] = {"version": __version__, "path": str(repo), **git_state(repo)}
     except Exception as exc:  # noqa: BLE001

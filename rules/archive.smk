@@ -9,11 +9,11 @@ rule archive:
         get_final_outputs(),
         get_summaries,
     log:
-        f"{RESULTS}/{SWEEP}/logs/archive.log",  # never archived itself (graphsweep/archive.py SKIP_FILES)
+        str(PATHS.rule_log("archive")),  # never archived itself (graphsweep/store/archive.py SKIP_FILES)
     params:
-        sweep_dir=f"{RESULTS}/{SWEEP}",
+        sweep_dir=str(PATHS.root),
         spec=config["spec"],
-        logs=config.get("archive_logs", True),
+        logs=config["archive_logs"],
     localrule: True
     script:
         "../scripts/archive.py"

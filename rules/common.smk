@@ -1,32 +1,36 @@
-# Helpers for the rules: the sweep spec, its runs, and the input functions. No rule logic lives in lambdas.
+# Helpers for the rules: the sweep spec, its planned runs, the results layout and the input functions.
+# No rule logic lives in lambdas; every path comes from graphsweep.vocab.SweepPaths.
 import re
 import sys
-from pathlib import Path
 
 from snakemake.utils import validate
 
-from graphsweep.spec import SpecError, load_spec, runs_by_id
-from graphsweep.plan import submitted_run_ids
-from graphsweep.repeats import RepeatsError, apply_extra, extra_repeats_path
+from graphsweep.plan.planner import plan_sweep, submitted, write_plan
+from graphsweep.plan.repeats import RepeatsError, apply_extra
+from graphsweep.run.ingest import IngestError, match_files
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.smk import logging_to
+from graphsweep.vocab import SpecError, SweepPaths
 
 
 validate(config, "../configs/schema/config.schema.yaml")
 
 try:
+    # a broken spec stops the workflow before anything is planned or submitted
     SPEC = load_spec(config["spec"])
-except SpecError as error:
-    # A broken spec stops the workflow before anything is planned or submitted.
+    # with the repeats `graphsweep more-repeats` asked for (results/{sweep}/extra_repeats.yaml)
+    SPEC = apply_extra(SPEC, config["results"])
+    # every run planned once for this invocation: preflight, command and cost (the plan rule writes this)
+    PLAN = plan_sweep(SPEC)
+except (SpecError, RepeatsError) as error:
     sys.exit(f"graphsweep: invalid sweep spec: {error}")
 
 SWEEP = SPEC.name
-RESULTS = config.get("results", "results")
-try:
-    # more repeats for inconclusive cells, asked for by `graphsweep more-repeats` (results/{sweep}/extra_repeats.yaml)
-    SPEC = apply_extra(SPEC, RESULTS)
-except RepeatsError as error:
-    sys.exit(f"graphsweep: {error}")
-RUNS = runs_by_id(SPEC)
-SUBMITTED = submitted_run_ids(SPEC)
+RESULTS = config["results"]
+PATHS = SweepPaths(RESULTS, SWEEP)  # this sweep's files
+PATTERN = SweepPaths("{results}", "{sweep}")  # the same files as rule patterns
+PLANNED = {p.run.run_id: p for p in PLAN}
+SUBMITTED = [p.run.run_id for p in submitted(PLAN)]
 
 
 wildcard_constraints:
@@ -35,34 +39,41 @@ wildcard_constraints:
     run_id=r"[A-Za-z0-9][A-Za-z0-9.+_~-]*",
 
 
+def is_ingest():
+    """A spec with a `source` block takes its runs from existing logs: rules/ingest.smk, no job is submitted."""
+    return "source" in SPEC.raw
+
+
 def get_final_outputs():
-    names = ["plan.parquet", "runs.parquet", "iterations.parquet", "comparison.parquet", "report.md", "report.html"]
+    tables = [PATHS.plan, PATHS.runs, PATHS.iterations, PATHS.comparison, PATHS.report_md, PATHS.report_html]
     # Every run's own files are targets too: Snakemake does not remake a deleted intermediate whose consumers are up
     # to date, so without them deleting results/{sweep}/runs/{run_id}/ would never rerun that run.
-    per_run = [f"{RESULTS}/{SWEEP}/runs/{run_id}/{name}" for run_id in SUBMITTED for name in ("run.json", "summary.json")]
-    return [f"{RESULTS}/{SWEEP}/{name}" for name in names] + per_run
+    per_run = [path for run_id in SUBMITTED for path in (PATHS.run_json(run_id), PATHS.run_summary(run_id))]
+    return [str(p) for p in tables + per_run]
 
 
-def get_run(wildcards):
+def get_planned(wildcards):
     try:
-        return RUNS[wildcards.run_id]
+        return PLANNED[wildcards.run_id]
     except KeyError:
         raise ValueError(f"run '{wildcards.run_id}' is not part of sweep '{SWEEP}' ({config['spec']})") from None
 
 
 def get_run_config(wildcards):
     """What configure_run writes: the run's settings and exact command (a params trigger when they change)."""
-    from graphsweep.plan import run_config
-
-    return run_config(get_run(wildcards))
+    return get_planned(wildcards).config()
 
 
 def get_summaries(wildcards):
-    return [f"{RESULTS}/{SWEEP}/runs/{run_id}/summary.json" for run_id in SUBMITTED]
+    return [str(PATHS.run_summary(run_id)) for run_id in SUBMITTED]
 
 
 def get_run_dirs(wildcards):
-    return [f"{RESULTS}/{SWEEP}/runs/{run_id}" for run_id in SUBMITTED]
+    return [str(PATHS.run_dir(run_id)) for run_id in SUBMITTED]
+
+
+def get_jobs_dir(wildcards):
+    return str(PATHS.jobs_dir(wildcards.run_id))
 
 
 def get_attempt(wildcards, attempt):
@@ -71,14 +82,19 @@ def get_attempt(wildcards, attempt):
 
 def get_timeout_min(wildcards, attempt):
     """Each retry gets more time: a run that hit its limit before the measurement window is retried, not recorded."""
-    return int(SPEC.executor.get("timeout_min", 10)) * attempt
+    return int(SPEC.executor["timeout_min"]) * attempt
 
 
 def get_run_gpus(wildcards):
-    return get_run(wildcards).gpus
+    return get_planned(wildcards).run.gpus
 
 
 def get_extra_repeats_file(wildcards):
     """The plan is remade when `graphsweep more-repeats` writes this file (only new runs follow from it)."""
-    path = extra_repeats_path(RESULTS, SWEEP)
-    return [str(path)] if path.exists() else []
+    return [str(PATHS.extra_repeats)] if PATHS.extra_repeats.exists() else []
+
+
+def write_plan_of_this_invocation(out, log):
+    """The plan rule: this invocation's one plan (PLAN above), into plan.parquet."""
+    with logging_to(log):
+        write_plan(SPEC, PLAN, out)

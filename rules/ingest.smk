@@ -1,25 +1,24 @@
-# Ingest (spec with a `source` block): each run's files are taken from source.logs instead of submitting a job.
-# Included by the Snakefile in place of rules/run.smk; parse, aggregate, compare and report run unchanged.
-from graphsweep.ingest import IngestError, match_files
+# Ingest (spec with a `source` block): each run's files are taken from source.logs instead of submitting a job
+# (graphsweep/run/ingest.py); parse, aggregate, compare and report run unchanged.
+if is_ingest():
 
-try:
-    INGEST = match_files(SPEC)
-except IngestError as error:
-    # Logs that do not map onto the sweep stop the workflow before anything is written, like a broken spec.
-    sys.exit(f"graphsweep: cannot ingest: {error}")
+    try:
+        INGEST = match_files(SPEC)
+    except IngestError as error:
+        # Logs that do not map onto the sweep stop the workflow before anything is written, like a broken spec.
+        sys.exit(f"graphsweep: cannot ingest: {error}")
 
-
-rule ingest_run:
-    input:
-        config="{results}/{sweep}/runs/{run_id}/config.yaml",
-        logs=INGEST.input_files,
-    output:
-        run="{results}/{sweep}/runs/{run_id}/run.json",
-        log="{results}/{sweep}/runs/{run_id}/log.txt",
-    log:
-        "{results}/{sweep}/logs/ingest/{run_id}.log",
-    params:
-        facts=INGEST.facts_of,
-    localrule: True
-    script:
-        "../scripts/ingest_run.py"
+    rule ingest_run:
+        input:
+            config=str(PATTERN.run_config("{run_id}")),
+            logs=INGEST.input_files,
+        output:
+            run=str(PATTERN.run_json("{run_id}")),
+            log=str(PATTERN.run_log("{run_id}")),
+        log:
+            str(PATTERN.rule_log("ingest", "{run_id}")),
+        params:
+            facts=INGEST.facts_of,
+        localrule: True
+        script:
+            "../scripts/ingest_run.py"

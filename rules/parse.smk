@@ -1,13 +1,13 @@
 rule parse:
     input:
-        run="{results}/{sweep}/runs/{run_id}/run.json",
-        log="{results}/{sweep}/runs/{run_id}/log.txt",
-        config="{results}/{sweep}/runs/{run_id}/config.yaml",
+        run=str(PATTERN.run_json("{run_id}")),
+        log=str(PATTERN.run_log("{run_id}")),
+        config=str(PATTERN.run_config("{run_id}")),
     output:
-        iterations="{results}/{sweep}/runs/{run_id}/iterations.parquet",
-        summary="{results}/{sweep}/runs/{run_id}/summary.json",
+        iterations=str(PATTERN.run_iterations("{run_id}")),
+        summary=str(PATTERN.run_summary("{run_id}")),
     log:
-        "{results}/{sweep}/logs/parse/{run_id}.log",
+        str(PATTERN.rule_log("parse", "{run_id}")),
     localrule: True
     script:
         "../scripts/parse_run.py"
@@ -15,13 +15,13 @@ rule parse:
 
 rule aggregate:
     input:
-        plan="{results}/{sweep}/plan.parquet",
+        plan=str(PATTERN.plan),
         summaries=get_summaries,
     output:
-        runs="{results}/{sweep}/runs.parquet",
-        iterations="{results}/{sweep}/iterations.parquet",
+        runs=str(PATTERN.runs),
+        iterations=str(PATTERN.iterations),
     log:
-        "{results}/{sweep}/logs/aggregate.log",
+        str(PATTERN.rule_log("aggregate")),
     params:
         run_dirs=get_run_dirs,
     localrule: True

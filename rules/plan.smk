@@ -3,19 +3,19 @@ rule plan:
         spec=config["spec"],
         extra_repeats=get_extra_repeats_file,
     output:
-        "{results}/{sweep}/plan.parquet",
+        str(PATTERN.plan),
     log:
-        "{results}/{sweep}/logs/plan.log",
+        str(PATTERN.rule_log("plan")),
     localrule: True
-    script:
-        "../scripts/plan.py"
+    run:
+        write_plan_of_this_invocation(output[0], log[0])
 
 
 rule configure_run:
     output:
-        "{results}/{sweep}/runs/{run_id}/config.yaml",
+        str(PATTERN.run_config("{run_id}")),
     log:
-        "{results}/{sweep}/logs/configure/{run_id}.log",
+        str(PATTERN.rule_log("configure", "{run_id}")),
     params:
         config=get_run_config,
     localrule: True

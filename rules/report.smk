@@ -1,16 +1,16 @@
 rule compare:
     input:
-        plan="{results}/{sweep}/plan.parquet",
-        runs="{results}/{sweep}/runs.parquet",
-        iterations="{results}/{sweep}/iterations.parquet",
+        plan=str(PATTERN.plan),
+        runs=str(PATTERN.runs),
+        iterations=str(PATTERN.iterations),
     output:
         report(
-            "{results}/{sweep}/comparison.parquet",
+            str(PATTERN.comparison),
             caption="../report/comparison.rst",
             category="Comparison",
         ),
     log:
-        "{results}/{sweep}/logs/compare.log",
+        str(PATTERN.rule_log("compare")),
     localrule: True
     script:
         "../scripts/compare.py"
@@ -18,19 +18,19 @@ rule compare:
 
 rule report:
     input:
-        plan="{results}/{sweep}/plan.parquet",
-        runs="{results}/{sweep}/runs.parquet",
-        iterations="{results}/{sweep}/iterations.parquet",
-        comparison="{results}/{sweep}/comparison.parquet",
+        plan=str(PATTERN.plan),
+        runs=str(PATTERN.runs),
+        iterations=str(PATTERN.iterations),
+        comparison=str(PATTERN.comparison),
     output:
-        md="{results}/{sweep}/report.md",
+        md=str(PATTERN.report_md),
         html=report(
-            "{results}/{sweep}/report.html",
+            str(PATTERN.report_html),
             caption="../report/comparison.rst",
             category="Report",
         ),
     log:
-        "{results}/{sweep}/logs/report.log",
+        str(PATTERN.rule_log("report")),
     localrule: True
     script:
         "../scripts/report.py"

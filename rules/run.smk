@@ -1,17 +1,20 @@
-rule run:
-    input:
-        "{results}/{sweep}/runs/{run_id}/config.yaml",
-    output:
-        run="{results}/{sweep}/runs/{run_id}/run.json",
-        log="{results}/{sweep}/runs/{run_id}/log.txt",
-    log:
-        "{results}/{sweep}/logs/run/{run_id}.log",
-    params:
-        jobs_dir="{results}/{sweep}/.jobs/{run_id}",
-    resources:
-        attempt=get_attempt,
-        timeout_min=get_timeout_min,
-        gpus=get_run_gpus,  # `--resources gpus=N` keeps runs from sharing a GPU on the local executor
-    localrule: True
-    script:
-        "../scripts/run.py"
+# Submit each run through submitit (local or Slurm) and wait for it (graphsweep/run/submit.py).
+if not is_ingest():
+
+    rule run:
+        input:
+            str(PATTERN.run_config("{run_id}")),
+        output:
+            run=str(PATTERN.run_json("{run_id}")),
+            log=str(PATTERN.run_log("{run_id}")),
+        log:
+            str(PATTERN.rule_log("run", "{run_id}")),
+        params:
+            jobs_dir=get_jobs_dir,
+        resources:
+            attempt=get_attempt,
+            timeout_min=get_timeout_min,
+            gpus=get_run_gpus,  # `--resources gpus=N` keeps runs from sharing a GPU on the local executor
+        localrule: True
+        script:
+            "../scripts/run.py"

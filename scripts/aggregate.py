@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from graphsweep.aggregate import aggregate
+from graphsweep.store.aggregate import aggregate
 from graphsweep.smk import logging_to
 
 with logging_to(snakemake.log[0]):

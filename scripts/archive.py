@@ -1,6 +1,6 @@
 import sys
 
-from graphsweep.archive import make_archive
+from graphsweep.store.archive import make_archive
 from graphsweep.smk import logging_to
 
 logs = snakemake.params.logs

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from graphsweep.compare import compare
+from graphsweep.judge.compare import compare
 from graphsweep.smk import logging_to
 
 with logging_to(snakemake.log[0]):

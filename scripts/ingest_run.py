@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from graphsweep.ingest import write_run
+from graphsweep.run.ingest import write_run
 from graphsweep.smk import logging_to
 
 with logging_to(snakemake.log[0]):

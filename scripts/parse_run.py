@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from graphsweep.runfiles import parse_run_dir
+from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.smk import logging_to
 
 with logging_to(snakemake.log[0]):

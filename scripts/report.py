@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from graphsweep.report import write_reports
+from graphsweep.report.write import write_reports
 from graphsweep.smk import logging_to
 
 with logging_to(snakemake.log[0]):

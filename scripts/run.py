@@ -2,7 +2,7 @@ import sys
 from pathlib import Path
 
 from graphsweep.smk import logging_to
-from graphsweep.submit import execute_run
+from graphsweep.run.submit import execute_run
 
 
 def say(message):

@@ -18,13 +18,19 @@ import pandas as pd
 import pytest
 import yaml
 
-from graphsweep import abba, stats
-from graphsweep.aggregate import aggregate
-from graphsweep.compare import compare
-from graphsweep.launch import LaunchPlan, launch_plan, preflight
-from graphsweep.plan import plan_frame, run_config, write_plan
-from graphsweep.runfiles import parse_run_dir
-from graphsweep.spec import validate_spec
+from graphsweep.judge import verdict as stats
+from graphsweep.parse import pairs
+from graphsweep.run import abba as driver
+from graphsweep.run.job import is_pair_plan
+from graphsweep.workloads import paired
+from graphsweep.workloads.registry import for_run
+from graphsweep.store.aggregate import aggregate
+from graphsweep.judge.compare import compare
+from graphsweep.vocab import LaunchPlan
+from graphsweep.workloads.registry import launch_plan, preflight
+from graphsweep.plan.planner import plan_frame, plan_sweep, write_plan
+from graphsweep.parse.run_dir import parse_run_dir
+from graphsweep.sweepspec.load import validate_spec
 
 FAKE_TRAIN = textwrap.dedent(
     """
@@ -74,7 +80,7 @@ def _drive(plan: LaunchPlan, segments_dir: Path | None = None) -> subprocess.Com
 
 
 def test_driver_runs_abba_and_each_segment_gets_its_own_log(fake_train, tmp_path):
-    pair = abba.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph"), repeat=1)
+    pair = paired.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph"), repeat=1)
     proc = _drive(pair, tmp_path / "segments")
     assert proc.returncode == 0, proc.stderr
     starts = [line.split()[3] for line in proc.stdout.splitlines() if " start: " in line]
@@ -82,22 +88,22 @@ def test_driver_runs_abba_and_each_segment_gets_its_own_log(fake_train, tmp_path
     files = sorted(p.name for p in (tmp_path / "segments").iterdir())
     assert files == ["A1.log", "A2.log", "B1.log", "B2.log"]
     # the combined log split back gives exactly what each segment wrote
-    for seg in abba.split_segments(proc.stdout):
+    for seg in pairs.split_segments(proc.stdout):
         assert seg.text == (tmp_path / "segments" / f"{seg.label}.log").read_text()
         assert seg.exit_code == 0 and seg.wall_s > 0
         assert ("Capture CUDA graph" in seg.text) == (seg.arm == "graph")
 
 
 def test_even_repeats_run_baab(fake_train):
-    pair = abba.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph"), repeat=2)
+    pair = paired.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph"), repeat=2)
     proc = _drive(pair)
-    assert [s.label for s in abba.split_segments(proc.stdout)] == ["B1", "A1", "A2", "B2"]
+    assert [s.label for s in pairs.split_segments(proc.stdout)] == ["B1", "A1", "A2", "B2"]
 
 
 def test_driver_exit_code_is_the_first_failed_segment_and_every_segment_still_runs(fake_train):
-    pair = abba.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph", "oom"), repeat=1)
+    pair = paired.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph", "oom"), repeat=1)
     proc = _drive(pair)
-    segs = abba.split_segments(proc.stdout)
+    segs = pairs.split_segments(proc.stdout)
     assert proc.returncode == 1
     assert [(s.label, s.exit_code) for s in segs] == [("A1", 0), ("B1", 1), ("B2", 1), ("A2", 0)]
 
@@ -107,7 +113,7 @@ def test_a_segment_cut_off_by_the_end_of_the_job_has_no_exit_code():
         "[graphsweep abba] segment A1 (eager) start: x\nline a\n[graphsweep abba] segment A1 (eager) end: exit 0, "
         "wall 1.500 s\n[graphsweep abba] segment B1 (graph) start: y\nline b\n"
     )
-    a1, b1 = abba.split_segments(text)
+    a1, b1 = pairs.split_segments(text)
     assert (a1.text, a1.exit_code, a1.wall_s) == ("line a\n", 0, 1.5)
     assert (b1.text, b1.exit_code) == ("line b\n", None)
 
@@ -143,14 +149,12 @@ def test_pairing_plans_one_job_per_cell_repeat_and_no_shared_baseline():
     assert cell.pair_run_ids == tuple(r.run_id for r in runs if r.cell_id == cell.cell_id)
     assert cell.eager_run_ids == tuple(f"{j}.eager" for j in cell.pair_run_ids)
     plan = launch_plan(runs[0])
-    assert abba.is_pair_plan(plan) and "--order" in plan.argv and "A1,B1,B2,A2" in plan.argv
-    df = plan_frame(spec)
-    assert set(df.arm) == {"pair"} and df.command.str.contains("graphsweep.abba").all()
+    assert is_pair_plan(plan) and "--order" in plan.argv and "A1,B1,B2,A2" in plan.argv
+    df = plan_frame(plan_sweep(spec))
+    assert set(df.arm) == {"pair"} and df.command.str.contains("graphsweep.run.abba").all()
     # a pair runs each arm twice: it costs what four unpaired runs cost
     eager, graph = runs[0].pair_arms()
-    from graphsweep.plan import estimate_gpu_seconds
-
-    four = 2 * estimate_gpu_seconds(eager) + 2 * estimate_gpu_seconds(graph)
+    four = 2 * for_run(eager).estimate(eager) + 2 * for_run(graph).estimate(graph)
     assert df.est_gpu_seconds.iloc[0] == pytest.approx(four)
 
 
@@ -163,10 +167,17 @@ def test_unpaired_ids_do_not_change():
 
 def test_either_arms_preflight_rule_blocks_the_pair():
     raw = yaml.safe_load((Path(__file__).parent.parent / "configs/examples/megatron-tiny-vanilla-gpt.yaml").read_text())
-    spec = validate_spec({**raw, "pairing": True}, "test.yaml")
+    # NCCL_GRAPH_REGISTER=1 with expandable segments: MCore's TE graph helper refuses it, the eager arm does not
+    workload = {**raw["workload"], "env": {"NCCL_GRAPH_REGISTER": 1}}
+    spec = validate_spec({**raw, "pairing": True, "workload": workload}, "test.yaml")
+    blocked = {}
     for run in spec.runs():
         eager, graph = run.pair_arms()
+        assert preflight(eager) == []
         assert preflight(run) == preflight(eager) + preflight(graph)
+        blocked[run.variant.name] = [v.rule for v in preflight(run)]
+    assert blocked == {"attn": ["expandable_segments_nccl_graph_register"],
+                       "attn+mlp": ["expandable_segments_nccl_graph_register"], "full_iteration": []}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -177,12 +188,13 @@ def _pair_job(out: Path, spec, run, fake_train: Path, eager_ms: float, graph_ms:
     """A finished pair job's run folder: config.yaml as the workflow writes it, log.txt from the real driver."""
     run_dir = out / "runs" / run.run_id
     run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(run_config(run), sort_keys=False))
-    pair = abba.pair_plan(_plan(fake_train, eager_ms, "eager"), _plan(fake_train, graph_ms, "graph", *graph_extra),
+    planned = {p.run.run_id: p for p in plan_sweep(spec)}[run.run_id]
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(planned.config(), sort_keys=False))
+    pair = paired.pair_plan(_plan(fake_train, eager_ms, "eager"), _plan(fake_train, graph_ms, "graph", *graph_extra),
                           repeat=run.repeat)  # fmt: skip
     proc = _drive(pair)
     (run_dir / "log.txt").write_text(proc.stdout)
-    walls = sum(s.wall_s for s in abba.split_segments(proc.stdout))
+    walls = sum(s.wall_s for s in pairs.split_segments(proc.stdout))
     info = {"run_id": run.run_id, "job_id": f"j{run.repeat}", "exit_code": proc.returncode, "state": "COMPLETED",
             "wall_s": walls + 1.0, "gpus": 1, "gpu_seconds": walls + 1.0, "attempt": 1,
             "executor": "local"}  # fmt: skip
@@ -194,7 +206,7 @@ def _pair_job(out: Path, spec, run, fake_train: Path, eager_ms: float, graph_ms:
 def _sweep(tmp_path, fake_train, node_speed, graph_gain=0.9, graph_extra=()):
     spec = _spec(repeats=len(node_speed))
     out = tmp_path / "results" / spec.name
-    write_plan(spec, out / "plan.parquet")
+    write_plan(spec, plan_sweep(spec), out / "plan.parquet")
     dirs = [_pair_job(out, spec, run, fake_train, 10.0 * s, 10.0 * s * graph_gain, graph_extra)
             for run, s in zip(spec.runs(), node_speed)]  # fmt: skip
     aggregate(out / "plan.parquet", dirs, out / "runs.parquet", out / "iterations.parquet")
@@ -244,17 +256,18 @@ def test_a_graph_arm_that_ooms_in_its_segments_is_an_oom_cell(tmp_path, fake_tra
 
 
 def test_on_slurm_the_driver_runs_in_the_batch_step_and_each_segment_is_its_own_srun_step():
-    from graphsweep.submit import job_argv, slurm_parameters
+    from graphsweep.run.job import job_argv
+    from graphsweep.run.submit import slurm_parameters
 
     arm = LaunchPlan(argv=["python", "-m", "train"], gpus=8, gpus_per_node=8, tasks_per_node=8, srun=True,
                      srun_args=["--ntasks-per-node=8"])  # fmt: skip
-    pair = abba.pair_plan(arm, LaunchPlan(**{**arm.__dict__, "argv": ["python", "-m", "train", "--graph"]}), repeat=1)
+    pair = paired.pair_plan(arm, LaunchPlan(**{**arm.__dict__, "argv": ["python", "-m", "train", "--graph"]}), repeat=1)
     slurm = {"container_image": "nvcr.io/nvidia/nemo:25.09", "partition": "batch"}
     params = slurm_parameters(pair, slurm, 30, "gs-pair")
     # the allocation fits one srun step of 8 tasks; the driver itself is not wrapped in srun (NeMo has no submitit)
     assert (params["tasks_per_node"], params["gpus_per_node"], params["slurm_use_srun"]) == (8, 8, False)
     argv = job_argv(pair, slurm)
     assert argv[:3] == pair.argv[:3] and "srun" not in argv[:3]
-    args = abba._parse_args(argv[3:])
-    seg = abba._segment_argv(abba._plan_of(json.loads(args.plans)["B"]), json.loads(args.slurm))
+    args = driver._parse_args(argv[3:])
+    seg = driver._segment_argv(LaunchPlan.from_dict(json.loads(args.plans)["B"]), json.loads(args.slurm))
     assert seg[0] == "srun" and "--container-image=nvcr.io/nvidia/nemo:25.09" in seg and seg[-1] == "--graph"

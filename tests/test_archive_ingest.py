@@ -16,11 +16,12 @@ import polars as pl
 import pytest
 import yaml
 
-from graphsweep import catalog
-from graphsweep.archive import ArchiveError, make_archive, safe_extract, verify_archive
+from graphsweep.store import catalog
+from graphsweep.store.archive import ArchiveError, make_archive, safe_extract, verify_archive
 from graphsweep.cli import main as cli_main
-from graphsweep.ingest import IngestError, ingest, match_files
-from graphsweep.spec import SpecError, load_spec
+from graphsweep.run.ingest import IngestError, match_files
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.vocab import SpecError
 from tests.conftest import ROOT, run_spec, snakemake
 
 pytestmark = pytest.mark.slow
@@ -185,7 +186,7 @@ def test_per_rank_files_of_one_run_are_one_run(tmp_path):
     te = next(v for k, v in files.items() if ".te_attn." in k)
     assert [p.relative_to(folder).as_posix() for p in te] == [
         "te_attn/rank0/stderr.log", "te_attn/rank0/stdout.log", "te_attn/rank1/stderr.log", "te_attn/rank1/stdout.log"]
-    ingest(spec_path, tmp_path / "results", say=lambda _: None)
+    assert cli_main(["ingest", str(spec_path), "--results", str(tmp_path / "results")]) == 0
     runs = pd.read_parquet(tmp_path / "results" / "h200-by-hand" / "runs.parquet").set_index("variant")
     assert runs.loc["te_attn", "outcome"] == "completed" and runs.loc["te_attn", "capture_seen"]
     assert runs.loc["eager", "outcome"] == "completed"
@@ -202,7 +203,7 @@ def test_arms_named_by_container_in_the_file_names_are_not_compared(tmp_path):
     spec_path = _spec(tmp_path, source={"logs": str(folder),
                                         "pattern": r"(?P<prov_container>[^/]+)/(?P<variant>eager|graph)-(?P<repeat>\d)\.log"},
                       variants=[{"name": "graph", "impl": "full_iteration"}], repeats=2)  # fmt: skip
-    ingest(spec_path, tmp_path / "results", say=lambda _: None)
+    assert cli_main(["ingest", str(spec_path), "--results", str(tmp_path / "results")]) == 0
     cmp = pd.read_parquet(tmp_path / "results" / "h200-by-hand" / "comparison.parquet")
     assert cmp.verdict.tolist() == ["not-comparable"]
     assert "container: eager nemo-25.09 vs graph nemo-25.11" in cmp.reason.iloc[0] and pd.isna(cmp.speedup.iloc[0])

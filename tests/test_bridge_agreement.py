@@ -27,7 +27,10 @@ from typing import Any
 
 import pytest
 
-from graphsweep import bridge_check, preflight
+from graphsweep.constraints import catalogue, hydra
+from graphsweep.plan.planner import plan_sweep
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.workloads import bridge_check
 from tests.conftest import ROOT
 from tests.test_preflight import CASES, case
 
@@ -48,6 +51,7 @@ CONFIG_TIME = {
     "mlp_scope_all_moe", "full_recompute_te_scope", "moe_recompute_moe_router", "cpu_offloading",
     "delay_wgrad_grad_accum_fusion", "delay_wgrad_attn_bias", "delay_wgrad_needs_ep_overlap", "moe_a2a_overlap_with_graphs",
     "parallel_sizes_divide_gpus", "global_batch_divisible", "packed_pad_to_max_length", "packed_pad_cu_seqlens",
+    "fine_grained_offload_warmup",
 }
 
 # Rules Bridge does not check at config time: where Megatron does check them (or why nobody does).
@@ -58,6 +62,8 @@ NOT_AT_CONFIG_TIME = {
     "expert_parallel_sizes_divide_gpus": "MCore initialize_model_parallel: checked when the expert process groups are built",
     "packed_sequence_te_scope": "MCore transformer_layer.py _te_cuda_graph_replay: asserted at the first TE graph replay "
                                 "(Bridge accepts attention capture of packed sequences once pad_cu_seqlens is on)",
+    "optimizer_graph_num_zeros": "MCore optimizer/clip_grads.py count_zeros_fp32: .item() inside the optimizer graph "
+                                 "capture (MLM PR #7407); nothing checks the pair at config time",
     "full_iteration_dropless_moe": "MCore token_dispatcher.py _maybe_dtoh_and_synchronize: fails inside the capture "
                                    "(H200: 'operation not permitted on an event last recorded in a capturing stream'); "
                                    "neither Bridge nor Core checks it at config time",
@@ -111,7 +117,7 @@ CONTEXT: dict[str, dict[str, Any]] = {
 
 
 def test_every_rule_is_classified_once():
-    ids = {r.id for r in preflight.RULES}
+    ids = {r.id for r in catalogue.PREFLIGHT}
     groups = [CONFIG_TIME, set(NOT_AT_CONFIG_TIME), set(NOT_COMPARABLE)]
     assert set().union(*groups) == ids
     assert sum(len(g) for g in groups) == len(ids)
@@ -158,7 +164,7 @@ def message_matches(ours: str, exc_type: str | None, theirs: str | None) -> bool
 
 
 def engine(c: dict[str, Any]) -> list[Any]:
-    return preflight.check(c["settings"], c["env"], gpus=c["gpus"], mcore=c["mcore"], te_version=c["te_version"])
+    return catalogue.check(c["settings"], c["env"], gpus=c["gpus"], mcore=c["mcore"], te_version=c["te_version"])
 
 
 def disagreements(records: list[dict[str, Any]]) -> dict[str, str]:
@@ -303,7 +309,7 @@ def test_cells_carry_hydra_overrides_that_read_back_as_the_settings():
                 "model.cuda_graph_modules": None, "model.use_te_rng_tracker": True, "train.micro_batch_size": 2}
     cell = bridge_check.cell_from_settings("x", settings, {"NCCL_GRAPH_REGISTER": 0}, gpus=8, base_overrides=["a.b=1"])
     assert cell.overrides[0] == "a.b=1" and cell.gpus == 8 and cell.env == {"NCCL_GRAPH_REGISTER": "0"}
-    assert dict(preflight.parse_override(o)[:2] for o in cell.overrides[1:]) == settings
+    assert dict(hydra.parse_override(o)[:2] for o in cell.overrides[1:]) == settings
 
 
 def test_a_python_without_bridge_is_reported_with_what_to_do():
@@ -326,7 +332,7 @@ def test_a_missing_interpreter_is_reported():
 def test_live_command_line_reports_bridges_assertion(tmp_path):
     import subprocess
 
-    argv = [_bridge_python(), str(ROOT / "graphsweep" / "bridge_check.py"), "--gpus", "1", *BASE_OVERRIDES,
+    argv = [_bridge_python(), str(ROOT / "graphsweep" / "workloads" / "bridge_check.py"), "--gpus", "1", *BASE_OVERRIDES,
             "model.cuda_graph_impl=local", "model.cuda_graph_scope=[full_iteration]", "model.use_te_rng_tracker=true"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     out = json.loads(proc.stdout)  # stdout carries the verdict only; Megatron's prints go to stderr
@@ -337,11 +343,10 @@ def test_live_command_line_reports_bridges_assertion(tmp_path):
 @pytest.mark.megatron
 @pytest.mark.skipif(not _bridge_python(), reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
 def test_live_tiny_example_sweep_runs_pass_bridges_validator():
-    from graphsweep import spec
-
-    runs, _ = spec.expand(spec.load_spec(ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"))
-    one_per_arm = {r.run_id.rsplit(".", 1)[0]: r for r in runs}  # repeats have the same overrides
-    report = bridge_check.validate_cells(bridge_check.cells_from_runs(one_per_arm.values()), _bridge_python())
+    planned = plan_sweep(load_spec(ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"))
+    one_per_arm = {p.run.run_id.rsplit(".", 1)[0]: p for p in planned}  # repeats have the same overrides
+    cells = bridge_check.cells_from_plans((p.run.run_id, p.launch, p.run.workload["recipe"]) for p in one_per_arm.values())
+    report = bridge_check.validate_cells(cells, _bridge_python())
     assert {v.id: (v.outcome, v.message) for v in report.verdicts} == {
         v.id: (bridge_check.OK, None) for v in report.verdicts}
 
@@ -351,13 +356,14 @@ def test_live_tiny_example_sweep_runs_pass_bridges_validator():
 def test_live_preflight_runs_blocks_each_run_with_bridges_words():
     import dataclasses
 
-    from graphsweep import spec
+    from graphsweep.workloads.registry import launch_plan
 
-    runs, _ = spec.expand(spec.load_spec(ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"))
+    runs = load_spec(ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml").runs()
     # CPU offloading on every arm
     settings = dict(runs[0].settings)
     runs = [dataclasses.replace(r, settings={**settings, "model.cpu_offloading": True}) for r in runs]
-    got = bridge_check.preflight_runs(runs, _bridge_python())
+    got = bridge_check.preflight_plans([(r.run_id, launch_plan(r), r.workload["recipe"]) for r in runs],
+                                       _bridge_python())
     assert set(got) == {r.run_id for r in runs}  # every repeat answered (each distinct cell validated once)
     by_variant = {r.variant.name: got[r.run_id] for r in runs}
     assert by_variant["eager"] == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graphsweep import parse
+from graphsweep.parse.run import parse_run
 
 H200 = Path(__file__).parent / "fixtures" / "h200"
 
@@ -30,15 +30,15 @@ def test_launch_bound_shape_gives_a_real_speedup(graph_log, low, high):
 
 
 def test_graph_runs_show_capture_and_more_memory_than_eager():
-    eager = parse.parse_run([H200 / "eager.log"], arm="eager", warmup=3).summary
-    full = parse.parse_run([H200 / "full.log"], arm="graph", warmup=3).summary
-    scoped = parse.parse_run([H200 / "attnmlp.log"], arm="graph", warmup=3).summary
+    eager = parse_run([H200 / "eager.log"], arm="eager", warmup=3).summary
+    full = parse_run([H200 / "full.log"], arm="graph", warmup=3).summary
+    scoped = parse_run([H200 / "attnmlp.log"], arm="graph", warmup=3).summary
     assert not eager.capture_seen and full.capture_seen and full.replay_seen and scoped.capture_seen
     assert full.peak_mem_gb > eager.peak_mem_gb and scoped.peak_mem_gb > full.peak_mem_gb
     assert full.steady_first == 5  # warmup 3, capture on iteration 4, steady from 5
 
 
 def test_capped_graph_run_is_a_cuda_oom_with_the_requested_size():
-    s = parse.parse_run([H200 / "oom.log"], arm="graph", warmup=3).summary
+    s = parse_run([H200 / "oom.log"], arm="graph", warmup=3).summary
     assert s.outcome == "oom"
     assert s.oom_request and "MiB" in s.oom_request

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from graphsweep import megatron, parse
-from graphsweep.launch import launch_plan, preflight
-from graphsweep.spec import load_spec, validate_spec
+from graphsweep.workloads import megatron_bridge as megatron
+from graphsweep.parse.run import parse_run
+from graphsweep.workloads.registry import launch_plan, preflight
+from graphsweep.sweepspec.load import load_spec, validate_spec
+from graphsweep.vocab import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "configs" / "examples").glob("megatron-*.yaml"))
@@ -142,7 +144,7 @@ def test_gpus_that_do_not_fill_nodes_are_refused():
     runs = validate_spec({**raw, "fixed": {**raw["fixed"], "gpus": 12}}, "test").runs()
     with pytest.raises(megatron.MegatronSpecError, match="gpus_per_node"):
         launch_plan(runs[0])
-    assert preflight(runs[0])[0].rule == "spec"
+    assert preflight(runs[0])[0].rule == "unlaunchable"
 
 
 def test_local_cluster_uses_one_torchrun():
@@ -181,9 +183,14 @@ def test_values_reaching_the_shell_are_quoted():
 
 def test_graph_switch_in_settings_is_refused():
     raw = load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).raw
-    runs = validate_spec({**raw, "fixed": {**raw["fixed"], "model.cuda_graph_impl": "none"}}, "t").runs()
+    # when the spec loads: no job, no plan
+    with pytest.raises(SpecError, match=r"fixed\.model\.cuda_graph_impl.*variants"):
+        validate_spec({**raw, "fixed": {**raw["fixed"], "model.cuda_graph_impl": "none"}}, "t")
+    # and for a run made by hand from such settings
+    run = dataclasses.replace(load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).runs()[0],
+                              settings={**raw["fixed"], "model.cuda_graph_impl": "none"})
     with pytest.raises(megatron.MegatronSpecError, match="variants"):
-        megatron.run_overrides(runs[0])
+        megatron.run_overrides(run)
 
 
 def test_unsafe_environment_blocks_graph_arms_only():
@@ -197,10 +204,10 @@ def test_unsafe_environment_blocks_graph_arms_only():
 def test_gpu_seconds_estimate():
     run = load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).runs()[0]
     given = dataclasses.replace(run, settings={**run.settings, "est_step_s": 0.5})
-    assert megatron.estimate_gpu_seconds(given) == pytest.approx(1 * (30 * 0.5 + megatron.SETUP_SECONDS))
+    assert megatron.estimate(given) == pytest.approx(1 * (30 * 0.5 + megatron.SETUP_SECONDS))
     assert "est_step_s" not in megatron.run_overrides(given)
     big = load_spec(EXAMPLE["megatron-llama3-8b-dense"]).runs()[0]
-    assert megatron.estimate_gpu_seconds(big) > 8 * megatron.SETUP_SECONDS
+    assert megatron.estimate(big) > 8 * megatron.SETUP_SECONDS
 
 
 # --------------------------------------------------------------------------------------------------
@@ -317,5 +324,5 @@ def test_entry_callback_runs_in_bridge_s_own_callback_manager(tmp_path):
     assert "[graphsweep] cuda graph replay: iteration 5" in out and "[graphsweep] cuda graph replay: iteration 6" in out
     log = tmp_path / "rank0.log"
     log.write_text(out)
-    summary = parse.parse_run([log], arm="graph", warmup=3).summary
+    summary = parse_run([log], arm="graph", warmup=3).summary
     assert summary.capture_seen and summary.replay_seen

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from graphsweep import repeats
-from graphsweep.spec import load_spec
+from graphsweep.plan import repeats
+from graphsweep.sweepspec.load import load_spec
 from tests.conftest import ROOT, copy_workflow, run_spec, snakemake
 
 pytestmark = pytest.mark.slow
@@ -102,7 +102,7 @@ def test_more_repeats_plans_only_inconclusive_cells_and_the_dry_run_lists_only_n
 
 
 def test_plan_records_the_extra_repeats(swept):
-    from graphsweep.tables import table_info
+    from graphsweep.store.tables import table_info
 
     workdir, out, inconclusive = swept
     if not (out / "extra_repeats.yaml").exists():  # run on its own (-k): plan and run the extra repeats here

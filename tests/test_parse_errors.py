@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from graphsweep import outcome as oc
-from graphsweep import parse
+from graphsweep.parse import signatures as oc
+from graphsweep.parse.records import RunSummary, summary_to_dict
+from graphsweep.parse.run import parse_run
+from graphsweep.parse.signatures import find_transient
 
 REAL = (Path(__file__).parent / "fixtures/logs/megatron-h200/te_attn.log").read_bytes().split(b"\n")
 _START = next(i for i, l in enumerate(REAL) if l.startswith(b"Starting training loop"))
@@ -50,9 +52,9 @@ def write(tmp_path: Path, lines: list[bytes], prefix: str = "", name: str = "log
 
 
 def parse_lines(tmp_path: Path, lines: list[bytes], *, arm: str = "graph", warmup: int | None = 3, prefix: str = "",
-                run_info: dict | None = None, tail: bytes = b"\n") -> parse.RunSummary:
+                run_info: dict | None = None, tail: bytes = b"\n") -> RunSummary:
     p = write(tmp_path, lines, prefix, tail=tail)
-    return parse.parse_run([p], arm=arm, warmup=warmup, run_info=run_info).summary
+    return parse_run([p], arm=arm, warmup=warmup, run_info=run_info).summary
 
 
 def exception_line(sig: oc.Signature) -> bytes:
@@ -188,7 +190,7 @@ def test_error_glued_to_another_ranks_line(tmp_path: Path, text: str, outcome: s
     s = parse_lines(tmp_path, lines)
     assert (s.outcome, s.error_class) == (outcome, error_class)
     p = write(tmp_path, lines)
-    assert parse.parse_run([p], arm="graph", warmup=3).iterations.iteration.max() == 8
+    assert parse_run([p], arm="graph", warmup=3).iterations.iteration.max() == 8
 
 
 def test_non_utf8_bytes(tmp_path: Path) -> None:
@@ -215,13 +217,13 @@ def test_truncated_mid_iteration_is_unparseable(tmp_path: Path) -> None:
 def test_binary_and_empty_files(tmp_path: Path) -> None:
     b = tmp_path / "core.bin"
     b.write_bytes(bytes(range(256)) * 64)
-    s = parse.parse_run([b], arm="eager", warmup=3).summary
+    s = parse_run([b], arm="eager", warmup=3).summary
     assert s.outcome == "unparseable" and "binary" in s.reason
     e = tmp_path / "empty.log"
     e.write_bytes(b"")
-    s = parse.parse_run([e], arm="eager", warmup=3).summary
+    s = parse_run([e], arm="eager", warmup=3).summary
     assert s.outcome == "unparseable" and "empty" in s.reason
-    s = parse.parse_run([tmp_path / "missing.log"], arm="eager", warmup=3).summary
+    s = parse_run([tmp_path / "missing.log"], arm="eager", warmup=3).summary
     assert s.outcome == "unparseable" and "cannot read" in s.reason
 
 
@@ -271,7 +273,7 @@ def test_mcore_format_mb_memory_timers_and_extra_fields(tmp_path: Path) -> None:
                       b"    optimizer ......................................: (12.00, 13.00)"]
     lines.append(b"[after training is done] datetime: 2024-04-06 03:05:12 ")
     p = write(tmp_path, lines)
-    r = parse.parse_run([p], arm="eager", warmup=None)
+    r = parse_run([p], arm="eager", warmup=None)
     assert r.summary.outcome == "completed" and r.summary.n_iterations == 12
     assert r.iterations.tflops.eq(243.6).all() and r.iterations.loss.iloc[0] == pytest.approx(1.818812)
     mb = r.iterations.mem_max_allocated_gb.iloc[1]
@@ -330,14 +332,14 @@ def test_teardown_noise_after_a_clean_end_is_ignored(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- transient retry
 def test_find_transient(tmp_path: Path) -> None:
     wd = REFERENCE_LINES[14][0]
-    assert parse.find_transient("\n".join(["x"] * 3 + [wd])) == "Watchdog caught collective operation timeout"
+    assert find_transient("\n".join(["x"] * 3 + [wd])) == "Watchdog caught collective operation timeout"
     # the CUDA_LAUNCH_BLOCKING hint is only the fallback: the more specific signature is returned
     ima = "RuntimeError: CUDA error: an illegal memory access was encountered\nFor debugging consider passing " \
           "CUDA_LAUNCH_BLOCKING=1\n"
-    assert parse.find_transient(ima) == "illegal memory access"
+    assert find_transient(ima) == "illegal memory access"
     # deterministic explanations are never retried
-    assert parse.find_transient(REFERENCE_LINES[0][0] + "\n" + wd) is None
-    assert parse.find_transient(write(tmp_path, HEAD + body(3))) is None
+    assert find_transient(REFERENCE_LINES[0][0] + "\n" + wd) is None
+    assert find_transient(write(tmp_path, HEAD + body(3))) is None
 
 
 def test_retry_failing_the_same_way_records_both_attempts(tmp_path: Path) -> None:
@@ -381,7 +383,7 @@ def test_restart_files_merge_by_iteration(tmp_path: Path) -> None:
         [x for i in range(11, 31) for x in (_STEP, it_line(i).replace(b"| elapsed time per iteration (ms): 39.",
                                                                        b"| elapsed time per iteration (ms): 41."))]
     b = write(tmp_path, HEAD[:-1] + resumed + END, name="log_1.txt")
-    r = parse.parse_run([a, b], arm="eager", warmup=3)
+    r = parse_run([a, b], arm="eager", warmup=3)
     assert r.summary.outcome == "completed", r.summary.reason
     assert r.iterations.iteration.tolist() == list(range(1, 31))
     assert set(r.iterations[r.iterations.iteration >= 11].source_file) == {str(b)}  # the restart's rows win
@@ -390,5 +392,5 @@ def test_restart_files_merge_by_iteration(tmp_path: Path) -> None:
 
 def test_summary_json_roundtrip(tmp_path: Path) -> None:
     s = parse_lines(tmp_path, HEAD + body(3) + CAPTURE[:1] + [REFERENCE_LINES[0][0].encode()])
-    d = json.loads(json.dumps(parse.summary_to_dict(s), allow_nan=False))
+    d = json.loads(json.dumps(summary_to_dict(s), allow_nan=False))
     assert d["phase"] == "capture" and d["oom_request"] == "1.54 GiB"

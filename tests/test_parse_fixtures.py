@@ -8,14 +8,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from graphsweep import cli, parse
+from graphsweep import cli
+from graphsweep.parse.records import summary_to_dict
+from graphsweep.parse.run import ParsedRun, parse_run
+from graphsweep.parse.scan import scan_file
+from graphsweep.parse.signatures import find_transient
+from graphsweep.store.tables import ITERATION_COLUMNS
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 RANK_FILES = [LOGS / "megatron-h200x2/b_rank_files" / f"rank{r}/{s}.log" for r in (0, 1) for s in ("stdout", "stderr")]
 
 
-def run(rel: str, arm: str, warmup: int | None = 3, **kw) -> parse.ParsedRun:
-    return parse.parse_run([LOGS / rel], arm=arm, warmup=warmup, run_id=rel, **kw)
+def run(rel: str, arm: str, warmup: int | None = 3, **kw) -> ParsedRun:
+    return parse_run([LOGS / rel], arm=arm, warmup=warmup, run_id=rel, **kw)
 
 
 def line_of(rel: str, n: int) -> str:
@@ -79,7 +84,7 @@ def test_blocked_config_nan_check() -> None:
     assert line_of("megatron-h200/invalid_full.log", 40).startswith(
         "AssertionError: check_for_nan_in_loss must be disabled when using full_iteration CUDA graph.")
     assert "rerun_state_machine.check_for_nan_in_loss=False" in s.reason
-    assert s.transient is None and parse.find_transient(LOGS / "megatron-h200/invalid_full.log") is None
+    assert s.transient is None and find_transient(LOGS / "megatron-h200/invalid_full.log") is None
 
 
 def test_megatron_oom_at_first_iteration() -> None:
@@ -88,7 +93,7 @@ def test_megatron_oom_at_first_iteration() -> None:
     assert s.oom_request == "11.00 GiB"
     assert s.signature_line == 370 and "Pretrain failed on rank=0 with OutOfMemoryError" in s.signature
     assert s.reason.startswith("CUDA OOM at warmup (iteration 1) allocating 11.00 GiB")
-    assert parse.find_transient(LOGS / "megatron-h200/oom.log") is None
+    assert find_transient(LOGS / "megatron-h200/oom.log") is None
 
 
 @pytest.mark.parametrize("rel,arm", [("h200-probe/oom-eager-capped.log", "eager"),
@@ -108,7 +113,7 @@ def test_capture_error_is_blocked_capture_not_transient() -> None:
     assert s.signature_line == 18
     assert line_of(rel, 18) == "torch.AcceleratorError: CUDA error: operation not permitted when stream is capturing"
     assert not s.capture_seen  # capture began but never finished
-    assert s.transient is None and parse.find_transient(LOGS / rel) is None
+    assert s.transient is None and find_transient(LOGS / rel) is None
 
 
 def test_glued_iteration_line_keeps_its_row() -> None:
@@ -121,7 +126,7 @@ def test_glued_iteration_line_keeps_its_row() -> None:
 
 def test_rank_files_merge_to_the_tee_log() -> None:
     """The four torchrun per-rank files of run b give the same rows and verdict as its `--tee` log."""
-    merged = parse.parse_run(RANK_FILES, arm="graph", warmup=3)
+    merged = parse_run(RANK_FILES, arm="graph", warmup=3)
     tee = run("megatron-h200x2/b_te_attn_dp2_tee.log", "graph")
     cols = ["iteration", "elapsed_ms", "loss", "grad_norm", "mem_max_allocated_gb", "tflops"]
     pd.testing.assert_frame_equal(merged.iterations[cols], tee.iterations[cols])
@@ -145,7 +150,7 @@ def test_eager_arm_with_capture_is_invalid() -> None:
 
 def test_iterations_frame_schema_and_parquet(tmp_path: Path) -> None:
     df = run("megatron-h200/te_attn.log", "graph").iterations
-    assert list(df.columns) == parse.ITERATION_COLUMNS
+    assert list(df.columns) == ITERATION_COLUMNS
     assert str(df.iteration.dtype) == "int64" and str(df.elapsed_ms.dtype) == "float64"
     assert df.run_id.unique().tolist() == ["megatron-h200/te_attn.log"]
     row4 = df[df.iteration == 4].iloc[0]  # the capture iteration includes the capture time
@@ -158,7 +163,7 @@ def test_iterations_frame_schema_and_parquet(tmp_path: Path) -> None:
 
 
 def test_summary_is_json_safe() -> None:
-    d = parse.summary_to_dict(run("megatron-h200/oom.log", "eager").summary)
+    d = summary_to_dict(run("megatron-h200/oom.log", "eager").summary)
     assert json.loads(json.dumps(d, allow_nan=False))["outcome"] == "oom"
 
 
@@ -166,7 +171,7 @@ def test_summary_is_json_safe() -> None:
 def test_fast_and_line_loop_agree(fast: bool) -> None:
     """The vectorised path and the pure-Python line loop see the same rows and hits on every fixture."""
     for path in sorted(LOGS.rglob("*.log")):
-        a, b = parse.scan_file(path, fast=True), parse.scan_file(path, fast=False)
+        a, b = scan_file(path, fast=True), scan_file(path, fast=False)
         assert list(a.it) == list(b.it) and list(a.it_line) == list(b.it_line), path
         assert [(h.sig.id, h.line, h.iteration_before) for h in a.hits] == \
                [(h.sig.id, h.line, h.iteration_before) for h in b.hits], path

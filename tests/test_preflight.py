@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from graphsweep import preflight
+from graphsweep.constraints import catalogue, hydra
 from graphsweep.commands import check as check_cmd
 
 RNG = {"model.use_te_rng_tracker": True}
@@ -71,6 +71,19 @@ CASES = {
         case({**FULL, **MOE, "model.moe_token_dispatcher_type": "alltoall"}),
         case({**FULL, **MOE, "model.moe_token_dispatcher_type": "alltoall", "model.moe_expert_capacity_factor": 1.0,
               "model.moe_pad_expert_input_to_capacity": True})),
+    # MCore also needs a non-empty offload_modules (transformer_config.py L1852) and, with TE >= 2.10,
+    # NVTE_CPU_OFFLOAD_V1=1 in the environment (Bridge 0.6.2 says so when it is missing)
+    "fine_grained_offload_warmup": (
+        case({**TE, "model.cuda_graph_scope": ["attn"], "model.fine_grained_activation_offloading": True,
+              "model.offload_modules": ["core_attn"], "model.cuda_graph_warmup_steps": 0},
+             env={"NVTE_CPU_OFFLOAD_V1": "1"}),
+        case({**TE, "model.cuda_graph_scope": ["attn"], "model.fine_grained_activation_offloading": True,
+              "model.offload_modules": ["core_attn"], "model.cuda_graph_warmup_steps": 3},
+             env={"NVTE_CPU_OFFLOAD_V1": "1"})),
+    # MLM PR #7407: the optimizer graph's count_zeros_fp32 calls .item() inside the capture
+    "optimizer_graph_num_zeros": (
+        case({"optimizer.optimizer_cuda_graph": True, "optimizer.log_num_zeros_in_grad": True}),
+        case({"optimizer.optimizer_cuda_graph": True, "optimizer.log_num_zeros_in_grad": False})),
     "mlp_scope_all_moe": (case({**TE, **MOE, "model.cuda_graph_scope": ["mlp"]}),
                           case({**TE, **MOE, "model.cuda_graph_scope": ["mlp"], "model.moe_layer_freq": [0, 1]})),
     "full_recompute_te_scope": (
@@ -127,11 +140,11 @@ CASES = {
 
 
 def fired(c: dict) -> list[str]:
-    return [v.rule for v in preflight.check(c["settings"], c["env"], gpus=c["gpus"], mcore=c["mcore"], te_version=c["te_version"])]
+    return [v.rule for v in catalogue.check(c["settings"], c["env"], gpus=c["gpus"], mcore=c["mcore"], te_version=c["te_version"])]
 
 
 def test_every_rule_has_a_bad_and_a_good_case():
-    assert set(CASES) == {r.id for r in preflight.RULES}
+    assert set(CASES) == {r.id for r in catalogue.PREFLIGHT}
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
@@ -146,12 +159,12 @@ def test_no_rule_fires_on_the_good_case(rule_id):
 
 def test_every_violation_carries_rule_message_and_source():
     for bad, _ in CASES.values():
-        for v in preflight.check(bad["settings"], bad["env"], gpus=bad["gpus"], mcore=bad["mcore"], te_version=bad["te_version"]):
+        for v in catalogue.check(bad["settings"], bad["env"], gpus=bad["gpus"], mcore=bad["mcore"], te_version=bad["te_version"]):
             assert v.rule and v.message and v.source
 
 
 def _messages(settings, **kw):
-    return {v.rule: v.message for v in preflight.check(settings, kw.pop("env", {}), gpus=kw.pop("gpus", 1), **kw)}
+    return {v.rule: v.message for v in catalogue.check(settings, kw.pop("env", {}), gpus=kw.pop("gpus", 1), **kw)}
 
 
 def test_messages_are_those_bridge_raised_on_the_cpu_validator():
@@ -199,14 +212,14 @@ def test_nccl_graph_register_must_be_exactly_zero():
 def test_every_spelling_of_packing_reaches_the_te_attention_rule(packing):
     # in-batch packing (Bridge 0.6.2) and the older spellings also hand packed_seq_params to the layer
     def fired(scope):
-        return {v.rule for v in preflight.check({**TE, "model.cuda_graph_scope": scope, **packing, **PAD_MAX, **PAD_CU}, {}, gpus=8)}
+        return {v.rule for v in catalogue.check({**TE, "model.cuda_graph_scope": scope, **packing, **PAD_MAX, **PAD_CU}, {}, gpus=8)}
     assert "packed_sequence_te_scope" in fired(["attn", "mlp"]) and "packed_sequence_te_scope" in fired(None)
     assert "packed_sequence_te_scope" not in fired(["mlp"])  # attention runs eagerly outside the graph
 
 
 def test_in_batch_packing_has_no_offline_padding_rules():
     # Bridge checks pad_to_max_length / pad_cu_seqlens on offline_packing_specs only
-    fired = {v.rule for v in preflight.check({**FULL, "dataset.enable_in_batch_packing": True}, {}, gpus=8)}
+    fired = {v.rule for v in catalogue.check({**FULL, "dataset.enable_in_batch_packing": True}, {}, gpus=8)}
     assert not {"packed_pad_to_max_length", "packed_pad_cu_seqlens"} & fired
 
 
@@ -227,24 +240,24 @@ def test_string_values_are_read_as_hydra_values():
      ("{a:1,b:[x]}", {"a": 1, "b": ["x"]}), ("bf16_mixed", "bf16_mixed")],
 )
 def test_parse_value(text, value):
-    assert preflight.parse_value(text) == value
+    assert hydra.parse_value(text) == value
 
 
 @pytest.mark.parametrize("value", [["attn", "mlp"], [], None, True, 3, 0.0, "RMSNorm", "a b", "12", "null", "x'y"])
 def test_format_value_round_trips(value):
-    assert preflight.parse_value(preflight.format_value(value)) == value
+    assert hydra.parse_value(hydra.format_value(value)) == value
 
 
 def test_a_bare_comma_list_is_a_sweep_and_is_refused():
-    with pytest.raises(preflight.OverrideError, match=r"\[attn,mlp\]"):
-        preflight.parse_override("model.cuda_graph_scope=attn,mlp")
+    with pytest.raises(hydra.OverrideError, match=r"\[attn,mlp\]"):
+        hydra.parse_override("model.cuda_graph_scope=attn,mlp")
 
 
 def test_parse_override_forms():
-    assert preflight.parse_override("+model.x=1") == ("model.x", 1, False)
-    assert preflight.parse_override("~model.x") == ("model.x", None, True)
-    with pytest.raises(preflight.OverrideError, match="KEY=VALUE"):
-        preflight.parse_override("model.cuda_graph_impl")
+    assert hydra.parse_override("+model.x=1") == ("model.x", 1, False)
+    assert hydra.parse_override("~model.x") == ("model.x", None, True)
+    with pytest.raises(hydra.OverrideError, match="KEY=VALUE"):
+        hydra.parse_override("model.cuda_graph_impl")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graphsweep.plan import plan_frame
-from graphsweep.spec import SpecError, load_spec
+from graphsweep.plan.planner import plan_frame, plan_sweep
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.vocab import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"
@@ -26,7 +27,7 @@ def tiny_spec(tmp_path: Path, **changes) -> Path:
 def test_megatron_mode_without_a_bridge_python_says_what_to_set(tmp_path, monkeypatch):
     monkeypatch.delenv("GRAPHSWEEP_MEGATRON_PYTHON", raising=False)
     with pytest.raises(SpecError, match="workload.bridge_python") as info:
-        plan_frame(load_spec(tiny_spec(tmp_path)))
+        plan_frame(plan_sweep(load_spec(tiny_spec(tmp_path))))
     assert "tools/megatron-venv.sh" in str(info.value)
 
 
@@ -37,7 +38,7 @@ def test_bridge_rejects_a_full_iteration_cell_with_the_nan_check_on(tmp_path):
     raw = yaml.safe_load(TINY.read_text())
     overrides = {**raw["workload"].get("overrides", {}), "rerun_state_machine.check_for_nan_in_loss": True}
     spec = load_spec(tiny_spec(tmp_path, preflight="megatron", workload={**raw["workload"], "overrides": overrides}))
-    plan = plan_frame(spec)
+    plan = plan_frame(plan_sweep(spec))
     full = plan[plan.variant == "full_iteration"]
     assert (full.status == "blocked").all()
     assert full.rule_message.str.contains("check_for_nan_in_loss must be disabled").all()

@@ -13,12 +13,13 @@ import pytest
 import yaml
 
 from graphsweep import provenance
-from graphsweep.aggregate import aggregate
-from graphsweep.compare import compare
-from graphsweep.plan import write_plan, write_run_config
-from graphsweep.runfiles import parse_run_dir
-from graphsweep.spec import load_spec
-from graphsweep.submit import execute_run, job_main
+from graphsweep.store.aggregate import aggregate
+from graphsweep.judge.compare import compare
+from graphsweep.plan.planner import plan_sweep, write_plan, write_run_config
+from graphsweep.parse.run_dir import parse_run_dir
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.run.job import job_main
+from graphsweep.run.submit import execute_run
 from tests.conftest import ROOT
 
 PROBE = ROOT / "tests" / "fixtures" / "logs" / "h200-probe"
@@ -99,13 +100,15 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
     }))  # fmt: skip
     spec = load_spec(spec_path)
     out = tmp_path / "results" / "prov"
-    write_plan(spec, out / "plan.parquet")
+    planned = plan_sweep(spec)
+    write_plan(spec, planned, out / "plan.parquet")
     run_dirs = []
-    for run in spec.runs():
+    for p in planned:
+        run = p.run
         image = "nemo:25.11" if run.arm == "graph" and run.shape["model.seq_length"] == 2048 else "nemo:25.09"
         log = PROBE / f"medium-{run.arm}-{run.repeat}.log"
         d = out / "runs" / run.run_id
-        write_run_config(run, d / "config.yaml")
+        write_run_config(p, d / "config.yaml")
         facts = job_main(["cat", str(log)], {"GRAPHSWEEP_CONTAINER_IMAGE": image}, str(d / "log.txt"))
         (d / "run.json").write_text(json.dumps({"run_id": run.run_id, "executor": "local", "state": "COMPLETED",
                                                 "attempt": 1, **facts}))  # fmt: skip

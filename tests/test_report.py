@@ -10,8 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from graphsweep.report import TRACE_CAP, display_reason, fmt_speedup, write_reports
-from graphsweep.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
+from graphsweep.report.plots import TRACE_CAP
+from graphsweep.report.text import display_reason, fmt_speedup
+from graphsweep.report.write import write_reports
+from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
 
 SWEEP = "h200-tiny-llama"
 WARMUP = 3  # cuda_graph_warmup_steps: capture happens on iteration 4 (fixtures/megatron-h200/te_attn.log)
@@ -285,7 +287,7 @@ def test_html_cost_and_aa_rate(reports: tuple[str, str, Path]) -> None:
 
 
 def test_cost_accounting_adds_up(tmp_path: Path) -> None:
-    from graphsweep.report import cost_accounting, load_tables
+    from graphsweep.report.data import cost_accounting, load_tables
 
     paths = build_sweep(tmp_path)
     t = load_tables(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"])
@@ -332,8 +334,8 @@ def test_traces_are_capped_with_a_note(tmp_path: Path) -> None:
 
 
 def test_report_of_a_real_comparison(tmp_path: Path) -> None:
-    """The comparison written by graphsweep.compare (list columns, its own reasons) reports the same way."""
-    from graphsweep.compare import compare
+    """The comparison written by graphsweep.judge.compare (list columns, its own reasons) reports the same way."""
+    from graphsweep.judge.compare import compare
 
     paths = build_sweep(tmp_path / "t")
     comp = compare(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"])

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from graphsweep.report import VERDICT_COLORS, write_reports
+from graphsweep.report.write import write_reports
+from graphsweep.vocab import VERDICT_COLORS
 from test_report import SWEEP, build_sweep
 
 WIDTH, HEIGHT = 1400, 2400

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graphsweep.spec import SpecError, load_spec
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.vocab import SpecError
 
 BASE = {
     "sweep": "t",

@@ -1,4 +1,4 @@
-"""graphsweep.stats: steady windows and cell verdicts behave as a performance engineer expects."""
+"""graphsweep.judge.verdict and graphsweep.parse.window: cell verdicts and steady windows behave as a performance engineer expects."""
 
 from __future__ import annotations
 
@@ -9,14 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphsweep.stats import (
-    CI_WITHIN_RUN,
-    ArmRun,
-    aa_false_positive_rate,
-    benjamini_hochberg,
-    judge_cell,
-    steady_window,
+from graphsweep.judge.verdict import (
+    CI_WITHIN_RUN, ArmRun, aa_false_positive_rate, benjamini_hochberg, judge_cell,
 )
+from graphsweep.parse.window import steady_window
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 # Megatron Bridge training_log (train_utils.py, 0.2-0.6; shared docs/megatron-reference.md §5.1)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from graphsweep.tables import SCHEMA_VERSION, SchemaVersionError, read_table, table_info, write_table
+from graphsweep.store.tables import SCHEMA_VERSION, SchemaVersionError, read_table, table_info, write_table
 
 
 def _write_versioned(df: pd.DataFrame, path, version: int | None, table: str | None) -> None:

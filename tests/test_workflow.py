@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from graphsweep.spec import load_spec
+from graphsweep.sweepspec.load import load_spec
 from tests.conftest import ROOT, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from graphsweep import logformat, workload  # noqa: E402
+from graphsweep import logformat  # noqa: E402
+from graphsweep.entry import builtin_gpt as workload  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--hidden", "32", "--layers", "2", "--heads", "2", "--seq-length", "16", "--micro-batch", "2", "--vocab", "128"]
@@ -33,7 +34,7 @@ def run_workload(*args: str, hide_gpu: bool = True) -> subprocess.CompletedProce
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if hide_gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    return subprocess.run([sys.executable, "-m", "graphsweep.workload", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "graphsweep.entry.builtin_gpt", *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=120)
 
 
@@ -43,8 +44,9 @@ def test_eager_cpu_run_speaks_the_bridge_log_format() -> None:
     lines = proc.stdout.splitlines()
     assert re.fullmatch(r"\[graphsweep\] device: cpu torch \S+ cuda \S+", lines[0])
     assert lines[1].startswith("[graphsweep] provenance: {")  # the CUDA stack as the training process sees it
-    assert re.fullmatch(r"time to initialize megatron \(seconds\): \d+\.\d{3}", lines[2])
-    assert lines[3] == "Starting training loop at iteration 0"
+    assert lines[2] == "> setting random seeds to 1234 ..."  # Megatron's line, the seed the loss parity groups by
+    assert re.fullmatch(r"time to initialize megatron \(seconds\): \d+\.\d{3}", lines[3])
+    assert lines[4] == "Starting training loop at iteration 0"
     iteration_lines = [line for line in lines if BRIDGE["iteration"].search(line)]
     assert [int(BRIDGE["iteration"].search(line).group(1)) for line in iteration_lines] == [1, 2, 3, 4]
     for line in iteration_lines:

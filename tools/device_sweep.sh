@@ -28,7 +28,7 @@ start=$(date +%s)
 # -k: Snakemake waits for running jobs on SIGTERM; kill it for sure so the results still come back
 timeout -k 15 "${SWEEP_TIMEOUT:-480}" python3 -m snakemake --cores 12 --resources gpus=1 --keep-going \
   --config spec="$SPEC" results="$RESULTS" "${TARGET[@]}" > "$OUT/snakemake.log" 2>&1
-rc=$?; pkill -f graphsweep.workload; pkill -f submitit
+rc=$?; pkill -f graphsweep.entry.builtin_gpt; pkill -f submitit
 echo "snakemake rc=$rc after $(( $(date +%s) - start )) s (target: ${TARGET[*]:-all})"
 tar czf "$OUT/results.tgz" --exclude=.jobs --exclude='*.pkl' "$RESULTS/$SWEEP"
 cp .snakemake/log/*.snakemake.log "$OUT/" 2>/dev/null

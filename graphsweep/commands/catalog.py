@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from graphsweep import catalog
+from graphsweep.store import catalog
 
 NAME = "catalog"
 HELP = "gather the tables of many sweeps and archives into one hive-partitioned folder (one DuckDB query spans all)"

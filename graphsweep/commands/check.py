@@ -12,7 +12,8 @@ import argparse
 import json
 import sys
 
-from graphsweep import preflight
+from graphsweep.constraints import catalogue
+from graphsweep.constraints.hydra import OverrideError, parse_override, split_env
 
 NAME = "check"
 HELP = "check Megatron Bridge CUDA-graph settings (KEY=VALUE, Hydra syntax) against the preflight rules"
@@ -29,9 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _list_rules(as_json: bool) -> int:
     if as_json:
-        print(json.dumps([{"rule": r.id, "summary": r.summary, "source": r.source} for r in preflight.RULES]))
+        print(json.dumps([{"rule": r.id, "summary": r.summary, "source": r.source} for r in catalogue.PREFLIGHT]))
         return 0
-    for r in preflight.RULES:
+    for r in catalogue.PREFLIGHT:
         print(f"{r.id}\n    {r.summary}\n    source: {r.source}")
     return 0
 
@@ -42,12 +43,12 @@ def run(args: argparse.Namespace) -> int:
     pairs: dict[str, object] = {}
     try:
         for arg in args.pairs:
-            key, value, delete = preflight.parse_override(arg)
+            key, value, delete = parse_override(arg)
             if delete:
                 pairs.pop(key, None)
             else:
                 pairs[key] = value
-    except preflight.OverrideError as exc:
+    except OverrideError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "violations": []}))
         else:
@@ -55,13 +56,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     gpus = pairs.pop("gpus", None)
     gpus = args.gpus if args.gpus is not None else int(gpus) if gpus is not None else 1  # type: ignore[arg-type]
-    settings, env = preflight.split_env(pairs)
-    violations = preflight.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version)
+    settings, env = split_env(pairs)
+    violations = catalogue.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version)
     if args.json:
         out = {"ok": not violations, "violations": [{"rule": v.rule, "message": v.message, "source": v.source} for v in violations]}
         print(json.dumps(out))
     elif not violations:
-        print(f"ok: no preflight rule rejects these settings ({len(preflight.RULES)} rules, Megatron Core {args.mcore} API)")
+        print(f"ok: no preflight rule rejects these settings ({len(catalogue.PREFLIGHT)} rules, Megatron Core {args.mcore} API)")
     else:
         print(f"blocked: {len(violations)} rule(s) fire")
         for v in violations:

@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 
-from graphsweep.plan import dry_run_summary, plan_frame
-from graphsweep.spec import SpecError, load_spec
+from rich.table import Table
+
+from graphsweep.commands import console as _console
+from graphsweep.plan.planner import PlannedRun, dry_run_summary, plan_sweep
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.vocab import SpecError
 
 NAME = "check-spec"
 HELP = "validate a sweep spec and report the preflight verdict of every cell (submits nothing)"
@@ -27,28 +31,30 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
         return 2
-    plan = plan_frame(spec)
-    blocked = plan[plan.status == "blocked"].drop_duplicates("cell_id")
-    summary = dry_run_summary(plan)
+    planned = plan_sweep(spec)
+    first: dict[str, PlannedRun] = {}
+    for p in planned:
+        if not p.submitted:
+            first.setdefault(p.run.cell_id, p)  # one row per blocked cell
+    blocked = list(first.values())
+    summary = dry_run_summary(planned)
     if args.json:
         violations = [
-            {"cell_id": r.cell_id, "rule": r.rule_id, "message": r.rule_message, "source": r.rule_source}
-            for r in blocked.itertuples()
+            {"cell_id": p.run.cell_id, "rule": ";".join(v.rule for v in p.violations),
+             "message": " | ".join(v.message for v in p.violations), "source": " | ".join(v.source for v in p.violations)}
+            for p in blocked
         ]
         print(json.dumps({"ok": True, "sweep": spec.name, **summary, "cells": len(spec.cells()), "violations": violations}))
         return 0
-    from graphsweep.commands import console as _console
-    from rich.table import Table
-
     console = _console()
     console.print(
         f"[bold]{spec.name}[/]: {len(spec.shapes())} shapes x {len(spec.variants)} variants = {len(spec.cells())} cells, "
         f"{summary['runs']} runs ({summary['to_submit']} to submit, {summary['blocked']} blocked by preflight), "
         f"about {summary['gpu_hours']} GPU-hours"
     )
-    if len(blocked):
+    if blocked:
         table = Table("cell", "rule", "message", title="Blocked by preflight (no job will be submitted)")
-        for r in blocked.itertuples():
-            table.add_row(r.cell_id, str(r.rule_id), str(r.rule_message))
+        for p in blocked:
+            table.add_row(p.run.cell_id, ";".join(v.rule for v in p.violations), " | ".join(v.message for v in p.violations))
         console.print(table)
     return 0

@@ -9,7 +9,9 @@ import argparse
 import json
 from pathlib import Path
 
-from graphsweep import parse, stats
+from graphsweep.judge import verdict as stats
+from graphsweep.parse.run import parse_run
+from graphsweep.vocab import EAGER, GRAPH
 
 NAME = "compare"
 HELP = "judge eager vs graph logs of one cell with the same statistics as the workflow"
@@ -25,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def arm_run(path: str, arm: str, warmup: int) -> stats.ArmRun:
-    parsed = parse.parse_run([Path(path)], arm=arm, warmup=warmup, run_id=path)
+    parsed = parse_run([Path(path)], arm=arm, warmup=warmup, run_id=path)
     s = parsed.summary
     steady = parsed.iterations
     if s.steady_first is not None:
@@ -37,8 +39,8 @@ def arm_run(path: str, arm: str, warmup: int) -> stats.ArmRun:
 
 
 def run(args: argparse.Namespace) -> int:
-    eager = [arm_run(p, "eager", args.warmup) for p in args.eager]
-    graph = [arm_run(p, "graph", args.warmup) for p in args.graph]
+    eager = [arm_run(p, EAGER, args.warmup) for p in args.eager]
+    graph = [arm_run(p, GRAPH, args.warmup) for p in args.graph]
     v = stats.judge_cell(eager, graph, margin=args.margin, paired=args.paired)
     out = {k: getattr(v, k) for k in v.__dataclass_fields__}
     if args.json:

@@ -1,26 +1,42 @@
-"""graphsweep ingest SPEC [--results DIR]: runs, comparison and report from logs that already exist; submits nothing."""
+"""graphsweep ingest SPEC [--results DIR]: runs, comparison and report from logs that already exist; submits nothing.
+
+The workflow itself does it (Snakemake with rules/ingest.smk standing in for the run rule), so an ingested sweep is
+parsed, judged, reported and archived exactly like a submitted one. The spec and its logs are checked first: a
+problem is one line and exit 2, before Snakemake starts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+from pathlib import Path
 
-from graphsweep.ingest import IngestError, ingest
-from graphsweep.spec import SpecError
+from graphsweep.run.ingest import IngestError, match_files
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.vocab import SpecError
 
 NAME = "ingest"
 HELP = "build runs/iterations/comparison/report from existing logs (spec with a source block); nothing is submitted"
+REPO = Path(__file__).resolve().parents[2]  # where the Snakefile is
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec with source: {logs: DIR, pattern: REGEX}")
     p.add_argument("--results", default="results", help="results root (default results)")
+    p.add_argument("--cores", type=int, default=1, help="Snakemake cores (default 1)")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        ingest(args.spec, args.results)
+        spec = load_spec(args.spec)
+        if "source" not in spec.raw:
+            raise IngestError(f"{args.spec}: no source block: nothing to ingest (graphsweep ingest needs source.logs)")
+        match_files(spec)
     except (SpecError, IngestError) as exc:
         print(f"graphsweep ingest: {exc}", file=sys.stderr)
         return 2
-    return 0
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO),
+           "--cores", str(args.cores), "--config", f"spec={Path(args.spec).resolve()}",
+           f"results={Path(args.results).resolve()}"]
+    return subprocess.call(cmd)

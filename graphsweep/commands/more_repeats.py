@@ -9,10 +9,11 @@ finished. `--auto` (the default) asks the statistics for the repeats the observe
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-from graphsweep.repeats import (
+from rich.table import Table
+
+from graphsweep.commands import console as _console
+from graphsweep.plan.repeats import (
     DEFAULT_CAP,
     RepeatsError,
     apply_extra,
@@ -20,7 +21,9 @@ from graphsweep.repeats import (
     plan_more_repeats,
     write_extra,
 )
-from graphsweep.spec import SpecError, load_spec
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.store.tables import read_table
+from graphsweep.vocab import SpecError, SweepPaths
 
 NAME = "more-repeats"
 HELP = "plan more repeats for the inconclusive cells of a finished sweep; the next snakemake runs only those"
@@ -39,11 +42,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphsweep.commands import console as _console
-    from rich.table import Table
-
-    from graphsweep.tables import read_table
-
     err = _console(stderr=True)
     try:
         spec = load_spec(args.spec)
@@ -61,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_repeats < 2:
         err.print(f"graphsweep: --max-repeats {args.max_repeats}: give at least 2", highlight=False)
         return 2
-    out = Path(args.results) / spec.name
-    comparison_path, runs_path = out / "comparison.parquet", out / "runs.parquet"
+    paths = SweepPaths(args.results, spec.name)
+    comparison_path, runs_path = paths.comparison, paths.runs
     if not comparison_path.exists():
         err.print(f"graphsweep: {comparison_path} does not exist: run the sweep first (snakemake --cores N "
                   f"--config spec={args.spec}) or pass --results", highlight=False)  # fmt: skip
@@ -94,9 +92,3 @@ def run(args: argparse.Namespace) -> int:
     write_extra(path, spec.name, {p.cell_id: p.target for p in todo}, {p.cell_id: p.why for p in todo})
     console.print(f"wrote {path}; run the workflow again (snakemake --cores N --config spec={args.spec}) to add them")
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from graphsweep.cli import main
-
-    sys.exit(main([NAME, *sys.argv[1:]]))

@@ -10,7 +10,13 @@ import json
 import sys
 from pathlib import Path
 
-from graphsweep import parse
+from rich.markup import escape as e
+from rich.table import Table
+
+from graphsweep.commands import console
+from graphsweep.parse.records import RunSummary, summary_to_dict
+from graphsweep.parse.run import parse_run
+from graphsweep.vocab import BLOCKED, COMPLETED, CRASHED, EAGER, GRAPH, INVALID, OOM, TIMEOUT, UNPARSEABLE
 
 NAME = "parse"
 HELP = "parse Megatron Bridge / Megatron-LM logs of one run: outcome, phase, proving line, steady step time"
@@ -24,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=None,
                    help="cuda_graph_warmup_steps (capture on iteration warmup+1); the steady window starts at "
                         "warmup+2 for both arms. Default: from the capture markers, else iteration 2")
-    p.add_argument("--arm", choices=("eager", "graph"), default=None,
+    p.add_argument("--arm", choices=(EAGER, GRAPH), default=None,
                    help="what the run was meant to be (default: graph when the log shows a capture, else eager); "
                         "a graph arm without capture and replay evidence is 'invalid'")
     p.add_argument("--run-info", type=Path, default=None, metavar="RUN_JSON",
@@ -42,15 +48,15 @@ def run(args: argparse.Namespace) -> int:
     info = json.loads(args.run_info.read_text()) if args.run_info else None
     arm = args.arm
     if arm is None:  # guess from the log: a capture line means the graph arm
-        probe = parse.parse_run(args.logs, arm="eager", warmup=args.warmup, run_info=info, min_steady=args.min_steady)
-        arm = "graph" if probe.summary.capture_seen or probe.summary.capture_iteration else "eager"
-    parsed = parse.parse_run(args.logs, arm=arm, warmup=args.warmup, run_info=info, run_id=Path(args.logs[0]).stem,
+        probe = parse_run(args.logs, arm=EAGER, warmup=args.warmup, run_info=info, min_steady=args.min_steady)
+        arm = GRAPH if probe.summary.capture_seen or probe.summary.capture_iteration else EAGER
+    parsed = parse_run(args.logs, arm=arm, warmup=args.warmup, run_info=info, run_id=Path(args.logs[0]).stem,
                              min_steady=args.min_steady)
     s = parsed.summary
     if args.iterations:
         parsed.iterations.to_parquet(args.iterations, index=False)
     if args.json:
-        print(json.dumps(parse.summary_to_dict(s), default=str))
+        print(json.dumps(summary_to_dict(s), default=str))
         return 0
     _table(s)
     return 0
@@ -60,7 +66,7 @@ def _num(v: float | None, fmt: str = "{:.2f}") -> str:
     return "–" if v is None else fmt.format(v)
 
 
-def _rows(s: parse.RunSummary) -> list[tuple[str, str]]:
+def _rows(s: RunSummary) -> list[tuple[str, str]]:
     rows = [("outcome", s.outcome + (f" ({s.error_class})" if s.error_class else "")
              + (f", phase {s.phase}" if s.phase else "")),
             ("reason", s.reason)]
@@ -85,7 +91,7 @@ def _rows(s: parse.RunSummary) -> list[tuple[str, str]]:
     return rows
 
 
-def _table(s: parse.RunSummary) -> None:
+def _table(s: RunSummary) -> None:
     """A coloured table on a terminal; plain `key  value` lines when piped, so no path or message is folded."""
     rows = _rows(s)
     if not sys.stdout.isatty():
@@ -95,13 +101,9 @@ def _table(s: parse.RunSummary) -> None:
             for more in lines[1:]:
                 print(f"{'':<14} {more}")
         return
-    from rich.markup import escape as e
-    from rich.table import Table
 
-    from graphsweep.commands import console
-
-    colour = {"completed": "green", "blocked": "yellow", "oom": "red", "crashed": "red", "timeout": "magenta",
-              "invalid": "red", "unparseable": "red"}.get(s.outcome, "cyan")
+    colour = {COMPLETED: "green", BLOCKED: "yellow", OOM: "red", CRASHED: "red", TIMEOUT: "magenta",
+              INVALID: "red", UNPARSEABLE: "red"}.get(s.outcome, "cyan")
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")

@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graphsweep.plan import dry_run_summary, plan_frame, write_plan
-from graphsweep.spec import SpecError, load_spec
+from rich.table import Table
+from rich.text import Text
+
+from graphsweep.commands import console as _console
+from graphsweep.commands import plain
+from graphsweep.plan.planner import dry_run_summary, plan_frame, plan_sweep, write_plan
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.vocab import GRAPH, PAIR, SpecError, SweepPaths
 
 NAME = "plan"
 HELP = "list every run of a sweep with its command, preflight verdict and GPU-hours (--dry-run writes nothing)"
@@ -20,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _pair_label(row) -> str:
-    """A pair job runs both arms in one job (spec `pairing: true`, graphsweep/abba.py)."""
+    """A pair job runs both arms in one job (spec `pairing: true`, graphsweep/workloads/paired.py)."""
     other = "eager (A/A)" if row.impl == "none" else f"graph {row.variant}"
     return f"pair: eager + {other}, ABBA"
 
@@ -31,33 +37,31 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
         return 2
-    df = plan_frame(spec)
-    from graphsweep.commands import console as _console
-    from rich.table import Table
-
-    table = Table("cell", "arm", "runs", "status", "GPU-h", "reason", title=f"sweep {spec.name}")
+    planned = plan_sweep(spec)
+    df = plan_frame(planned)
+    table = Table("cell", "arm", "runs", "status", "GPU-h", "reason", title=plain(f"sweep {spec.name}"))
     for (cell_id, arm), g in df.groupby(["cell_id", "arm"], sort=False):
         first = g.iloc[0]
         table.add_row(
-            cell_id,
-            f"graph {first.variant}" if arm == "graph" else (_pair_label(first) if arm == "pair" else arm),
+            plain(cell_id),
+            plain(f"{GRAPH} {first.variant}" if arm == GRAPH else (_pair_label(first) if arm == PAIR else arm)),
             str(len(g)),
             first.status,
             f"{g.est_gpu_seconds.sum() / 3600:.3f}",
-            str(first.rule_message or ""),
+            plain(first.rule_message),
         )
     console = _console()
     console.print(table)
-    s = dry_run_summary(df)
+    s = dry_run_summary(planned)
     console.print(
         f"{s['runs']} {'pair jobs (each runs both arms, ABBA)' if spec.pairing else 'runs'}: {s['to_submit']} to submit, {s['blocked']} blocked by preflight (cost 0 GPU-s); "
         f"requested about {s['gpu_hours']} GPU-hours"
     )
-    if args.commands:
+    if args.commands:  # exactly plan.parquet's `command`, the command the job runs (no markup, no highlighting)
         for r in df.itertuples():
-            console.print(f"[dim]{r.run_id}[/]: {r.command}", soft_wrap=True, highlight=False)
+            console.print(Text.assemble((r.run_id, "dim"), ": ", r.command), soft_wrap=True, highlight=False)
     if not args.dry_run:
-        out = args.out or f"results/{spec.name}/plan.parquet"
-        write_plan(spec, out)
-        console.print(f"wrote {out}")
+        out = args.out or str(SweepPaths("results", spec.name).plan)
+        write_plan(spec, planned, out)
+        console.print(plain(f"wrote {out}"))
     return 0

@@ -16,14 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
-from graphsweep.slurmstate import ALIVE_STATES, JobRecord, latest_iteration, sacct
-from graphsweep.submit import read_failure
+from rich.table import Table
+
+from graphsweep.commands import console as _console
+from graphsweep.plan.planner import plan_frame, plan_sweep
+from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, latest_iteration, sacct
+from graphsweep.run.submit import read_failure
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.vocab import BLOCKED, EAGER, GRAPH, SweepPaths
 
 NAME = "status"
 HELP = "show every run of a sweep: planned, queued, running (iteration i/N), done (verdict) or failed (reason)"
 
-ORDER = ["running", "queued", "failed", "planned", "done", "blocked"]
+ORDER = ["running", "queued", "failed", "planned", "done", BLOCKED]
 
 
 @dataclass(frozen=True)
@@ -48,11 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _sweep_name(arg: str | None) -> tuple[str, Any]:
     """(sweep name, spec or None) from a name, a spec path, or configs/config.yaml."""
-    from graphsweep.spec import load_spec
-
     if arg is None:
-        import yaml
-
         cfg = yaml.safe_load(Path("configs/config.yaml").read_text())
         arg = cfg["spec"]
     if arg.endswith((".yaml", ".yml")) and Path(arg).is_file():
@@ -61,21 +64,18 @@ def _sweep_name(arg: str | None) -> tuple[str, Any]:
     return arg, None
 
 
-def _plan(out: Path, spec: Any) -> pd.DataFrame:
-    plan_path = out / "plan.parquet"
-    if plan_path.exists():
-        return pd.read_parquet(plan_path)
+def _plan(paths: SweepPaths, spec: Any) -> pd.DataFrame:
+    if paths.plan.exists():
+        return pd.read_parquet(paths.plan)
     if spec is not None:
-        from graphsweep.plan import plan_frame
-
-        return plan_frame(spec)
-    runs = sorted(p.name for p in (out / "runs").glob("*") if p.is_dir())
+        return plan_frame(plan_sweep(spec))
+    runs = sorted(p.name for p in paths.run_dirs.glob("*") if p.is_dir())
     return pd.DataFrame({"run_id": runs, "cell_id": runs, "arm": "", "variant": "", "status": "submit"})
 
 
-def _verdicts(out: Path) -> dict[str, str]:
+def _verdicts(paths: SweepPaths) -> dict[str, str]:
     try:
-        comp = pd.read_parquet(out / "comparison.parquet", columns=["cell_id", "verdict"])
+        comp = pd.read_parquet(paths.comparison, columns=["cell_id", "verdict"])
     except (OSError, ValueError, KeyError):
         return {}
     return dict(zip(comp.cell_id, comp.verdict))
@@ -90,11 +90,12 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus], str]:
     """Each run's status; sacct is called once for all jobs in flight. Returns (statuses, a note on sacct)."""
-    verdicts = _verdicts(out)
+    paths = SweepPaths(out.parent, out.name)
+    verdicts = _verdicts(paths)
     sides: dict[str, dict[str, Any]] = {}
     for run_id in plan.run_id:
-        side = _read_json(out / ".jobs" / run_id / "job.json")
-        if side and not (out / "runs" / run_id / "run.json").exists():
+        side = _read_json(paths.job_side(run_id))
+        if side and not paths.run_json(run_id).exists():
             sides[run_id] = side
     slurm_ids = [str(s["job_id"]) for s in sides.values() if s.get("cluster") == "slurm"]
     records: dict[str, JobRecord] = {}
@@ -107,18 +108,17 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
     statuses = []
     for row in plan.itertuples():
         run_id, cell_id, arm = row.run_id, row.cell_id, getattr(row, "arm", "")
-        arm_label = arm if arm != "graph" else f"graph {row.variant}"
-        run_dir = out / "runs" / run_id
-        run = _read_json(run_dir / "run.json")
-        if getattr(row, "status", "submit") == "blocked":
-            statuses.append(RunStatus(run_id, cell_id, arm_label, "blocked", str(row.rule_message or row.rule_id)))
+        arm_label = arm if arm != GRAPH else f"{GRAPH} {row.variant}"
+        run = _read_json(paths.run_json(run_id))
+        if getattr(row, "status", "submit") == BLOCKED:
+            statuses.append(RunStatus(run_id, cell_id, arm_label, BLOCKED, str(row.rule_message or row.rule_id)))
         elif run is not None:
-            summary = _read_json(run_dir / "summary.json") or {}
+            summary = _read_json(paths.run_summary(run_id)) or {}
             outcome = summary.get("outcome") or f"exit {run.get('exit_code')} (not parsed yet)"
             detail = outcome
-            if arm == "graph" and cell_id in verdicts:
+            if arm == GRAPH and cell_id in verdicts:
                 detail += f"; cell verdict {verdicts[cell_id]}"
-            elif arm == "eager":
+            elif arm == EAGER:
                 detail += "; baseline"
             statuses.append(RunStatus(run_id, cell_id, arm_label, "done", detail, str(run.get("job_id", ""))))
         elif run_id in sides:
@@ -142,7 +142,7 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
             else:
                 statuses.append(RunStatus(run_id, cell_id, arm_label, "queued", state, job_id))
         else:
-            failure = read_failure(out / ".jobs" / run_id)
+            failure = read_failure(paths.jobs_dir(run_id))
             if failure:
                 detail = f"{failure.get('message', failure.get('state'))} (attempt {failure.get('attempt')})"
                 statuses.append(RunStatus(run_id, cell_id, arm_label, "failed", detail, str(failure.get("job_id", ""))))
@@ -152,25 +152,23 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphsweep.commands import console as _console
-    from rich.table import Table
-
     try:
         name, spec = _sweep_name(args.sweep)
     except Exception as exc:  # noqa: BLE001 - a bad spec is a user error: say it
         print(f"graphsweep status: cannot read the sweep: {exc}", file=sys.stderr)
         return 2
-    out = Path(args.results) / name
+    paths = SweepPaths(args.results, name)
+    out = paths.root
     if spec is None and not out.exists():
         print(f"graphsweep status: no results for sweep '{name}' in {out} (give a sweep name or spec file)", file=sys.stderr)
         return 2
-    statuses, note = collect(out, _plan(out, spec))
+    statuses, note = collect(out, _plan(paths, spec))
     if args.json:
         for s in statuses:
             print(json.dumps(s.__dict__))
         return 0
     statuses.sort(key=lambda s: (ORDER.index(s.state), s.cell_id, s.run_id))
-    styles = {"running": "cyan", "queued": "blue", "failed": "red", "planned": "dim", "done": "green", "blocked": "yellow"}
+    styles = {"running": "cyan", "queued": "blue", "failed": "red", "planned": "dim", "done": "green", BLOCKED: "yellow"}
     table = Table("state", "cell", "arm", "run", "job", "detail", title=f"sweep {name} ({out})")
     for s in statuses:
         table.add_row(f"[{styles[s.state]}]{s.state}[/]", s.cell_id, s.arm, s.run_id, s.job_id, s.detail)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from graphsweep.archive import verify_archive
+from graphsweep.store.archive import verify_archive
 
 NAME = "verify-archive"
 HELP = "check a sweep archive (results/{sweep}/archive/*.tar.gz): every file against manifest.json's sha256"

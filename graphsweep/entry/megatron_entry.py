@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.metadata as metadata
+import logging
 import os
 import sys
 import time
@@ -39,6 +41,7 @@ if __package__ in (None, ""):  # run by path: graphsweep's stdlib-only modules c
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from graphsweep import logformat as lf  # noqa: E402  (standard library only)
+from graphsweep import provenance  # noqa: E402  (standard library only)
 
 MARK = lf.MARK
 
@@ -159,8 +162,6 @@ def detect_has_modules() -> bool:
 
 
 def versions() -> str:
-    from importlib import metadata
-
     out = []
     for dist in ("megatron-core", "megatron-bridge", "transformer-engine", "torch"):
         try:
@@ -307,17 +308,12 @@ def print_provenance(rank: int) -> None:
     """The provenance line; a failure to describe the stack is printed as such and never stops the training
     (on the H200, 2026-12-01, torch.backends.cudnn.version() raised inside a Megatron process and took every run)."""
     try:
-        from graphsweep import provenance  # standard library only
-
         print(provenance.log_line(rank=rank), flush=True)
     except Exception as exc:  # noqa: BLE001 - evidence, never a reason to lose a run
         print(lf.line(f"provenance failed: {type(exc).__name__}: {exc}"), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    import logging
-    from importlib import metadata
-
     args, overrides = parse_args(argv)
     try:
         torch_version = metadata.version("torch")

@@ -13,8 +13,8 @@ import pytest
 import submitit
 import yaml
 
-from graphsweep.launch import LaunchPlan
-from graphsweep.slurmstate import (
+from graphsweep.vocab import LaunchPlan
+from graphsweep.run.slurmstate import (
     SlurmStateCache,
     StuckGuard,
     Waiting,
@@ -23,8 +23,9 @@ from graphsweep.slurmstate import (
     parse_sacct,
     progress_line,
 )
-from graphsweep.slurmstate import JobRecord
-from graphsweep.submit import job_argv, slurm_parameters
+from graphsweep.run.slurmstate import JobRecord
+from graphsweep.run.job import job_argv
+from graphsweep.run.submit import slurm_parameters
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "slurm"

@@ -1,0 +1,9 @@
+"""Stage: the constraint catalogue. What Megatron refuses, how preflight sees it coming, and the text that proves it.
+
+    hydra      the override grammar of Bridge's command line (KEY=VALUE values)
+    graph      the graph view of a config (which impl, which modules, MCore API generation)
+    model      the Constraint record
+    rules      constraints with a preflight predicate
+    runtime    constraints known only by the text a run prints
+    catalogue  all of them, and check(settings, env, gpus) -> [Violation]
+"""

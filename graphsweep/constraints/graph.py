@@ -1,0 +1,128 @@
+"""The graph view of a Megatron Bridge config: what Megatron will make of its cuda_graph_* settings.
+
+Input is a flat mapping of Bridge config paths (``model.cuda_graph_impl``, ``train.micro_batch_size`` ...) to
+values, plus the job environment and the GPU count. Keys that are not given are taken at their Megatron Core
+default where the reference records one, never at a guessed recipe default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+TE_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
+
+# CudaGraphScope enum (MCore transformer/enums.py): the deprecated names are accepted in cuda_graph_scope.
+KNOWN_SCOPES = set(TE_MODULES) | {"full_iteration", "full_iteration_inference", "full"}
+
+UNKNOWN_IMPL = "unknown"  # cuda_graph_impl is none of this Megatron Core's implementations
+VALID_IMPLS = {"0.18": ("none", "local", "transformer_engine"), "0.19": ("none", "local", "transformer_engine", "full_iteration")}
+
+
+def as_list(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        # a comma string is accepted by cuda_graph_modules (reference 3.1)
+        return [p.strip() for p in value.split(",") if p.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v).split(".")[-1] for v in value]  # tolerate "CudaGraphModule.attn"
+    return [str(value)]
+
+
+def truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def number(value: Any, default: float | None = None) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def version_tuple(v: str | None) -> tuple[int, ...]:
+    nums = re.findall(r"\d+", v or "")
+    return tuple(int(n) for n in nums[:3])
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """What Megatron will make of the cuda_graph_* settings."""
+
+    impl: str  # as given (none | local | transformer_engine | full_iteration | anything invalid)
+    effective: str  # none | transformer_engine | full_iteration | local (per-layer local) | unknown
+    names: tuple[str, ...]  # every scope/module name given, in order
+    scope_key: str | None  # which key carried the names
+    mcore: str
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return tuple(n for n in self.names if n not in ("full_iteration", "full_iteration_inference", "full"))
+
+    @property
+    def graphs_on(self) -> bool:
+        return self.effective not in ("none", UNKNOWN_IMPL)
+
+
+def graph_view(s: Mapping[str, Any], mcore: str) -> GraphView:
+    impl = s.get("model.cuda_graph_impl")
+    if impl is None:
+        # deprecated switches (MCore transformer_config.py L2374/L2378)
+        if truthy(s.get("model.enable_cuda_graph")):
+            impl = "local"
+        elif truthy(s.get("model.external_cuda_graph")):
+            impl = "transformer_engine"
+        else:
+            impl = "none"
+    impl = str(impl)
+    scope = as_list(s.get("model.cuda_graph_scope"))
+    modules = as_list(s.get("model.cuda_graph_modules"))
+    names, key = (), None
+    if modules is not None:
+        names, key = tuple(modules), "model.cuda_graph_modules"
+    if scope is not None and (modules is None or not modules):
+        names, key = tuple(scope), "model.cuda_graph_scope"
+    if impl not in VALID_IMPLS[mcore]:
+        effective = UNKNOWN_IMPL
+    elif impl == "none":
+        effective = "none"
+    elif impl == "local" and "full_iteration" in names:
+        effective = "full_iteration"  # Bridge 0.6 compat layer: local + [full_iteration] (utils/cuda_graph.py)
+    else:
+        effective = impl
+    return GraphView(impl, effective, names, key, mcore)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    s: Mapping[str, Any]
+    env: Mapping[str, str]
+    gpus: int
+    mcore: str  # "0.18" (cuda_graph_scope API) or "0.19" (cuda_graph_modules API)
+    te_version: str | None
+    g: GraphView
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.s.get(key, default)
+
+    def flag(self, *keys: str, default: bool = False) -> bool:
+        for k in keys:
+            if k in self.s:
+                return truthy(self.s[k])
+        return default
+
+    def size(self, key: str, default: int = 1) -> int:
+        v = number(self.s.get(key))
+        return int(v) if v else default
+
+
+def normalise_mcore(mcore: str | None) -> str:
+    """'0.18' for the cuda_graph_scope API (<= 0.18), '0.19' for cuda_graph_modules (>= 0.19); auto -> 0.19."""
+    v = version_tuple(mcore)
+    if not v or mcore == "auto":
+        return "0.19"
+    return "0.18" if v < (0, 19) else "0.19"

@@ -1,0 +1,72 @@
+"""Constraints Megatron enforces that graphsweep does not predict before a job: known by the text a run prints.
+
+A run that prints one of these is blocked (config rejected, or the launch refused), with the constraint's id and
+source; preflight has no predicate for them (yet). Texts from shared/docs/megatron-reference.md §3.2-3.4 ("ref").
+"""
+
+from __future__ import annotations
+
+from graphsweep.constraints.model import CONFIG, LAUNCH, NEVER, Constraint
+
+
+def _c(id: str, needle: str, source: str, summary: str, at: str = CONFIG) -> Constraint:
+    return Constraint(id, summary, source, None, (needle,), at)
+
+
+# A spec that cannot become one fair command for a run (GPU layout, recipe name): found while planning
+UNLAUNCHABLE = Constraint("unlaunchable", "the run's settings make no valid launch (layout, recipe, owned keys)",
+                          "graphsweep", None, (), NEVER)
+
+# `preflight: megatron`: Bridge's own validator refused a run (graphsweep/workloads/bridge_check.py), by outcome
+BRIDGE_VALIDATOR = {
+    outcome: Constraint(f"bridge_{outcome}", summary, "Megatron Bridge runtime_config_update (preflight: megatron)",
+                        None, (), NEVER)
+    for outcome, summary in (("rejected", "Bridge's config validation raised"),
+                             ("override_error", "an override names a key this Bridge's config does not have"),
+                             ("recipe_error", "the recipe could not be built where preflight ran"))
+}
+
+RUNTIME_ONLY: tuple[Constraint, ...] = (
+    UNLAUNCHABLE,
+    *BRIDGE_VALIDATOR.values(),
+    _c("perf_harness_impl_choice", "invalid is_cuda_graph_impl_valid value",
+       "Bridge scripts/performance/argument_parser.py (ref §3.2)", "the perf harness knows none, local, transformer_engine",
+       LAUNCH),
+    _c("legacy_switch_with_impl", "Do not use enable_cuda_graph or external_cuda_graph with cuda_graph_impl.",
+       "MCore transformer_config.py L2368", "the deprecated switches cannot be combined with cuda_graph_impl"),
+    _c("legacy_switches_both", "enable_cuda_graph and external_cuda_graph cannot be enabled at the same time.",
+       "MCore transformer_config.py L2371", "only one of the deprecated switches"),
+    _c("deprecated_scopes_multiple", "cuda_graph_modules cannot contain multiple deprecated values at the same time",
+       "MCore cuda_graph_config.py L98", "one deprecated scope name at a time"),
+    _c("inference_scope_invalid", "Invalid inference CUDA graph scope '", "MCore transformer_config.py L2456",
+       "inference graph scopes are their own set"),
+    _c("attn_dropout_graphed_recompute", "attention dropout is not supported with graphed attention recomputation.",
+       "MCore transformer_config.py L2550", "graphed attention recompute needs attention_dropout 0"),
+    _c("hidden_dropout_graphed_recompute", "hidden dropout is not supported with graphed MLP/MoE recomputation.",
+       "MCore transformer_config.py L2566", "graphed MLP/MoE recompute needs hidden_dropout 0"),
+    _c("jitter_graphed_moe_recompute", "moe_input_jitter_eps is not supported with graphed moe recomputation.",
+       "MCore transformer_config.py L2572", "graphed MoE recompute cannot jitter inputs"),
+    _c("fine_grained_offload_impl", "fine-grained activation offloading is only supported with transformer_engine "
+       "CUDA graph implementation", "MCore transformer_config.py L2598-2637",
+       "fine-grained activation offloading works only with TE graphs"),
+    _c("token_drop_offload", "Token-drop MoE is temporarily not supported with activation offloading.",
+       "MCore transformer_config.py L2598-2637", "no token-drop MoE with activation offloading"),
+    _c("offload_layers", "CPU offloading can be done only for layers less than", "MCore model_parallel_config.py",
+       "CPU offloading covers fewer layers than the model has"),
+    _c("offload_pipeline", "Currently there is no support for Pipeline parallelism with CPU offloading",
+       "MCore model_parallel_config.py", "no CPU offloading with pipeline parallelism"),
+    _c("offload_recompute", "CPU offloading does not work when activation recomputation is enabled",
+       "MCore model_parallel_config.py", "no CPU offloading with activation recompute"),
+    _c("recompute_method_full", 'Using recompute_granularity: full so recompute_method must be "block" or "uniform"',
+       "MCore transformer_config.py L1724-1760", "full recompute needs a recompute method"),
+    _c("recompute_num_layers_full", "When using recompute_granularity: full recompute_num_layers must be between 1",
+       "MCore transformer_config.py L1724-1760", "full recompute needs a layer count"),
+    _c("recompute_num_layers_selective", "When using recompute_granularity: selective recompute_num_layers must be None.",
+       "MCore transformer_config.py L1724-1760", "selective recompute takes no layer count"),
+    _c("te_impl_not_enabled", "Option cuda_graph_impl=transformer_engine not enabled.",
+       "MCore cuda_graphs.py TECudaGraphHelper.__init__ (0.19 L2098-2107)", "the TE graph helper needs the TE impl"),
+    _c("local_impl_not_enabled", "Option cuda_graph_impl=local not enabled.",
+       "MCore cuda_graphs.py CudaGraphManager.__init__ L1822-1828", "the local graph manager needs the local impl"),
+    _c("rng_tracker_not_graph_safe", "RNG tracker does not support cudagraphs!",
+       "MCore cuda_graphs.py CudaGraphManager.__init__ L1822-1826 (local impl)", "the RNG tracker must be graph-safe"),
+)

@@ -1,0 +1,5 @@
+"""Stage: judge. Every cell's graph runs against its shape's eager baseline, into comparison.parquet.
+
+    verdict   judge_cell: the numbers of one cell (interval, verdict, memory) from its runs
+    compare   the sweep's cells from plan.parquet, runs.parquet and iterations.parquet
+"""

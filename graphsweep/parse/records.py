@@ -1,0 +1,140 @@
+"""The records of parsing one run: what its files say (Evidence, Hit, Mark) and what happened (RunSummary)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from graphsweep.parse.signatures import Signature
+from graphsweep.vocab import EAGER
+
+
+@dataclass
+class RunSummary:
+    outcome: str  # one of vocab.OUTCOMES
+    error_class: str | None = None
+    phase: str | None = None  # one of vocab.PHASES
+    signature: str | None = None  # the proving line (text, trimmed)
+    signature_line: int | None = None
+    signature_file: str | None = None
+    reason: str = ""
+    oom_request: str | None = None
+    n_iterations: int = 0
+    steady_first: int | None = None
+    steady_last: int | None = None
+    steady_n: int = 0
+    steady_reason: str = ""
+    step_ms_median: float | None = None
+    step_ms_mean: float | None = None
+    step_ms_p10: float | None = None
+    step_ms_p90: float | None = None
+    elapsed_resolution_ms: float | None = None  # print step of the elapsed times (0.1 for Megatron's {:.1f})
+    seed: int | None = None  # the training seed the log states (runs of one seed must train the same model)
+    peak_mem_gb: float | None = None  # max mem-max-allocated after capture (whole run for eager), 1e9-byte GB
+    peak_mem_before_capture_gb: float | None = None
+    capture_seen: bool = False
+    replay_seen: bool = False
+    capture_s: float | None = None
+    graphable_layers: int | None = None
+    transient: str | None = None  # the reference §6.2 substring found, when nothing deterministic explains the failure
+    # extras
+    signature_id: str | None = None  # catalogue id (SIGNATURES)
+    signature_source: str | None = None  # where Megatron/PyTorch/Slurm prints it
+    arm: str = EAGER
+    warmup: int | None = None
+    failed_iteration: int | None = None  # the iteration that was running when the run failed
+    capture_iteration: int | None = None
+    train_iters: int | None = None  # N of "iteration i/N"
+    last_iteration: int | None = None
+    measurement_usable: bool = False  # the steady window can be compared (completed, or timeout after the window)
+    infrastructure: bool = False  # retried by the workflow, never a result
+    end_marker: str | None = None
+    exit_code: int | None = None
+    slurm_state: str | None = None
+    attempt: int | None = None
+    previous_attempts: list[dict] = field(default_factory=list)
+    device: str | None = None
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def summary_to_dict(summary: RunSummary) -> dict:
+    """JSON-safe dict (NaN and numpy scalars become None / plain numbers)."""
+
+    def clean(v: object) -> object:
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+            v = v.item()  # numpy scalar
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        return v
+
+    return clean(asdict(summary))  # type: ignore[return-value]
+
+
+@dataclass
+class Hit:
+    """One line that matched a catalogue signature, and where the run was when it was printed."""
+
+    sig: Signature
+    file: str
+    line: int
+    text: str
+    iteration_before: int | None  # last iteration known finished in this file when the line was printed
+    capture_state: str  # none | capturing | captured (this file)
+    capture_iteration: int | None
+    training_started: bool
+    after_end: bool  # printed after the end-of-training marker
+    frame: str | None = None  # innermost traceback frame outside torch before the line: where the failing call was
+
+
+@dataclass
+class Mark:
+    file: str
+    line: int
+    text: str
+
+
+@dataclass
+class Evidence:
+    """What all files of one run say, merged (built by graphsweep.parse)."""
+
+    files: list[str]
+    problems: list[str]  # per-file problems (unreadable, empty, binary)
+    hits: list[Hit]
+    iterations: list[int]  # merged, sorted
+    elapsed_ms: list[float]
+    elapsed_decimals: int | None  # fewest decimals of any elapsed time (its print step is 10**-decimals)
+    memory: dict[int, list[float]]  # iteration -> [alloc, max_alloc, max_reserved] GB, max over ranks
+    train_iters: int | None = None
+    start_iteration: int = 0
+    training_started: bool = False
+    seed: int | None = None
+    capture_iteration: int | None = None  # from markers (first file that has them)
+    capture_marker: str | None = None
+    capture_s: float | None = None
+    graphable_layers: int | None = None
+    no_graphable: Mark | None = None
+    replay_iteration: int | None = None
+    replays: int | None = None
+    end_marker: Mark | None = None
+    end_data: Mark | None = None
+    exit_minutes: Mark | None = None
+    sigterm: Mark | None = None
+    straggler: Mark | None = None
+    slurm_infra: tuple[str, Mark] | None = None
+    nan_iteration: tuple[int, Mark] | None = None
+    loss_missing: tuple[int, Mark] | None = None
+    lm_loss_seen: bool = False
+    last_exception: Mark | None = None
+    keyerror: Mark | None = None
+    srun_exit: Mark | None = None
+    ends_mid_line: bool = False
+    last_line: Mark | None = None
+    recognised_lines: bool = False  # any Megatron line at all (iteration, marker, memory, signature)
+    device: str | None = None
+    iter_lines_unparsed: int = 0
+    superseded: list[str] = field(default_factory=list)  # notes on earlier attempts replaced by a restart

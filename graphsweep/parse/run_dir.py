@@ -1,0 +1,76 @@
+"""A run's folder into its parsed tables: iterations.parquet and summary.json (the parse rule).
+
+A pair job's folder (graphsweep/parse/pairs.py) gives both measured arms: its log is split into
+segments/{label}.log, each segment parsed as a run, and each arm's two segments combined into one measured run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost, split_segments
+from graphsweep.parse.records import RunSummary, summary_to_dict
+from graphsweep.parse.run import parse_run
+from graphsweep.store.tables import write_table
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, pair_run_id, run_dir_logs
+
+
+def parse_run_dir(run_dir: Path, iterations_out: Path, summary_out: Path) -> RunSummary | dict:
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    info = json.loads((run_dir / "run.json").read_text())
+    run = cfg["run"]
+    if run["arm"] == PAIR:
+        return parse_pair_dir(run_dir, run, info, iterations_out, summary_out)
+    arm = GRAPH if run["arm"] == GRAPH else EAGER
+    parsed = parse_run(run_dir_logs(run_dir), arm=arm, warmup=int(run["warmup"]), run_info=info, run_id=run["run_id"])
+    write_table(parsed.iterations, iterations_out, "iterations")
+    summary = summary_to_dict(parsed.summary)
+    tmp = summary_out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    tmp.replace(summary_out)
+    return parsed.summary
+
+
+def parse_pair_dir(run_dir: Path, run: dict, info: dict, iterations_out: Path, summary_out: Path) -> dict:
+    """A pair job (graphsweep/run/abba.py): split log.txt into segments/{label}.log, parse each segment as a run, and
+    combine each arm's two segments into one measured run. summary.json holds both arms under `arms`."""
+    segments = split_segments((run_dir / "log.txt").read_text(errors="replace"))
+    seg_dir = run_dir / "segments"
+    seg_dir.mkdir(exist_ok=True)
+    arms: list[ArmOfPair] = []
+    records = []
+    expected = [EAGER, CONTROL if run.get("impl") == "none" else GRAPH]
+    for arm in expected + [a for a in dict.fromkeys(seg.arm for seg in segments) if a not in expected]:
+        parsed = []
+        for seg in sorted((s for s in segments if s.arm == arm), key=lambda s: s.label):
+            path = seg_dir / f"{seg.label}.log"
+            path.write_text(seg.text)
+            # each segment is its own training process: its own exit code and wall time, the job's other facts
+            seg_info = {**info, "exit_code": seg.exit_code if seg.exit_code is not None else info.get("exit_code"),
+                        "wall_s": seg.wall_s}  # fmt: skip
+            p = parse_run([path], arm=GRAPH if arm == GRAPH else EAGER, warmup=int(run["warmup"]),
+                                run_info=seg_info, run_id=pair_run_id(run["run_id"], arm))  # fmt: skip
+            parsed.append((seg, p))
+            records.append(segment_record(seg, summary_to_dict(p.summary)))
+        arms.append(combine_arm(pair_run_id(run["run_id"], arm), arm, parsed))
+    split_cost(arms, float(info.get("wall_s") or 0.0), int(info.get("gpus") or run.get("gpus") or 1))
+    frames = [a.iterations for a in arms if len(a.iterations)]
+    iterations = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    write_table(iterations, iterations_out, "iterations")
+    by_arm = {a.arm: {**a.summary, "run_id": a.run_id, "wall_s": a.wall_s, "gpu_seconds": a.gpu_seconds} for a in arms}
+    summary = {
+        "pair_id": run["run_id"],
+        # top level: what `graphsweep status` shows for the job
+        "outcome": ", ".join(f"{a.arm} {a.summary['outcome']}" for a in arms) or "unparseable (no segment markers)",
+        "order": [seg.label for seg in segments],
+        "segments": records,
+        "arms": by_arm,
+    }
+    tmp = summary_out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    tmp.replace(summary_out)
+    return summary

@@ -1,0 +1,5 @@
+"""Stage: plan. Every run planned once (its workload's preflight, command and cost), before anything is submitted.
+
+    planner   PlannedRun records, plan.parquet, each run's config.yaml, the dry-run summary
+    repeats   more repeats for inconclusive cells (results/{sweep}/extra_repeats.yaml)
+"""

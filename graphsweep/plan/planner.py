@@ -1,0 +1,136 @@
+"""Plan a sweep: every run planned once, into one record that the plan table, the dry run, the cost estimate, the
+Bridge check and each run's config.yaml all read.
+
+`plan_sweep(spec)` asks each run's workload (graphsweep/workloads) for its preflight violations, its launch plan and
+its cost; with `preflight: megatron` it adds Megatron Bridge's own verdict on every planned command.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+import yaml
+
+from graphsweep.sweepspec.sweep import Spec
+from graphsweep.store.tables import PLAN_COLUMNS, write_table
+from graphsweep.vocab import LaunchPlan, RunSpec, SpecError, Violation
+from graphsweep.workloads import bridge_check
+from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
+from graphsweep.workloads.registry import for_run
+
+SUBMIT, BLOCKED, VERIFY = "submit", "blocked", "verify"  # plan.parquet `status`
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run as planned: what it is, what it will execute, what stops it, what it costs."""
+
+    run: RunSpec
+    launch: LaunchPlan
+    violations: tuple[Violation, ...]
+    est_gpu_seconds: float
+    verify: bool = False  # spec `verify: true`: submitted although preflight blocks it, to confirm the rule
+
+    @property
+    def status(self) -> str:
+        return (VERIFY if self.verify else BLOCKED) if self.violations else SUBMIT
+
+    @property
+    def submitted(self) -> bool:
+        return self.status != BLOCKED
+
+    def config(self) -> dict[str, Any]:
+        """runs/{run_id}/config.yaml: everything the run rule needs (no run reads another run's files)."""
+        launch = self.launch.to_dict()
+        launch = {"argv": launch.pop("argv"), "env": launch.pop("env"), "shell": self.launch.shell(), **launch}
+        return {"run": self.run.to_record(), "launch": launch, "executor": dict(self.run.executor)}
+
+
+def plan_sweep(spec: Spec) -> list[PlannedRun]:
+    """Every run of the sweep, planned once."""
+    mode = spec.raw.get("preflight")
+    runs = spec.runs()
+    plans = {r.run_id: for_run(r).launch_plan(r) for r in runs}
+    violations: dict[str, list[Violation]] = {r.run_id: [] for r in runs}
+    if mode != "none":
+        for r in runs:
+            violations[r.run_id] += for_run(r).preflight(r)
+        if mode == "megatron" and spec.workload["kind"] == MEGATRON_BRIDGE:
+            for run_id, found in _bridge_verdicts(spec, runs, plans).items():
+                violations[run_id] += found
+    verify = bool(spec.raw.get("verify"))
+    return [PlannedRun(r, plans[r.run_id], tuple(violations[r.run_id]), for_run(r).estimate(r), verify) for r in runs]
+
+
+def _bridge_verdicts(spec: Spec, runs: Sequence[RunSpec], plans: dict[str, LaunchPlan]) -> dict[str, list[Violation]]:
+    """`preflight: megatron`: Megatron Bridge's own runtime_config_update on every planned run's overrides. A pair
+    job is judged by its two arms (either one refused blocks it)."""
+    python = spec.workload.get("bridge_python") or os.environ.get("GRAPHSWEEP_MEGATRON_PYTHON")
+    if not python:
+        raise SpecError(spec.path, "workload.bridge_python", None,
+                        "preflight: megatron needs a Python with Megatron Bridge installed: set workload.bridge_python "
+                        "or GRAPHSWEEP_MEGATRON_PYTHON (tools/megatron-venv.sh builds one), or use preflight: rules")
+    recipe = str(spec.workload.get("recipe") or "")
+    cells, owner = [], {}
+    for r in runs:
+        arms = plans[r.run_id].arms or {"": plans[r.run_id]}
+        for label, plan in arms.items():
+            cells.append((f"{r.run_id}#{label}", plan, recipe))
+            owner[f"{r.run_id}#{label}"] = r.run_id
+    found: dict[str, list[Violation]] = {r.run_id: [] for r in runs}
+    for cell_id, violations in bridge_check.preflight_plans(cells, python).items():
+        found[owner[cell_id]] += violations
+    return found
+
+
+def plan_frame(planned: Sequence[PlannedRun]) -> pd.DataFrame:
+    """plan.parquet: one row per run (cell x arm x repeat), blocked runs with the constraint that blocks them."""
+    rows: list[dict[str, Any]] = []
+    for p in planned:
+        rec = p.run.to_record()
+        shape, settings = rec.pop("shape"), rec.pop("settings")
+        rec.update(
+            status=p.status,
+            rule_id=";".join(v.rule for v in p.violations) or None,
+            rule_message=" | ".join(v.message for v in p.violations) or None,
+            rule_source=" | ".join(v.source for v in p.violations) or None,
+            command=p.launch.shell(),
+            est_gpu_seconds=p.est_gpu_seconds,  # kept for blocked runs too: the report shows the GPU time saved
+        )
+        rec.update({k: settings[k] for k in shape})  # one column per axis
+        rows.append(rec)
+    df = pd.DataFrame(rows)
+    axis_cols = [c for c in df.columns if c not in PLAN_COLUMNS]
+    return df[PLAN_COLUMNS + axis_cols]
+
+
+def submitted(planned: Sequence[PlannedRun]) -> list[PlannedRun]:
+    """Runs the workflow submits: all but preflight-blocked ones (unless `verify` asks to confirm the rules)."""
+    return [p for p in planned if p.submitted]
+
+
+def write_plan(spec: Spec, planned: Sequence[PlannedRun], out: str | Path) -> pd.DataFrame:
+    df = plan_frame(planned)
+    write_table(df, out, "plan", extra={"spec": spec.raw, "spec_path": spec.path,
+                                         "extra_repeats": dict(spec.extra_repeats)})
+    return df
+
+
+def write_run_config(planned: PlannedRun, out: str | Path) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w") as f:
+        yaml.safe_dump(planned.config(), f, sort_keys=False)
+
+
+def dry_run_summary(planned: Sequence[PlannedRun]) -> dict[str, Any]:
+    sub = submitted(planned)
+    return {
+        "runs": len(planned),
+        "to_submit": len(sub),
+        "blocked": len(planned) - len(sub),
+        "gpu_hours": round(sum(p.est_gpu_seconds for p in sub) / 3600.0, 3),
+    }

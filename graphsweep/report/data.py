@@ -1,0 +1,241 @@
+"""The report's numbers: the four tables of a sweep, loaded once, with the cost accounting and the verdict counts.
+
+The report reads only plan, runs, iterations and comparison, so it can be rebuilt from archived Parquet files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from graphsweep.judge import verdict as stats
+from graphsweep.store.tables import PLAN_COLUMNS, read_table
+from graphsweep.vocab import AA, BLOCKED, EAGER, NOT_COMPARABLE, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, VERDICTS
+
+# Verdicts are counted and listed in vocabulary order (results first); not-comparable only when a cell has it
+VERDICT_ORDER = tuple(v for v in VERDICTS if v != NOT_COMPARABLE)
+
+
+@dataclass
+class SweepTables:
+    plan: pd.DataFrame
+    runs: pd.DataFrame
+    iterations: pd.DataFrame
+    comparison: pd.DataFrame
+    axes: list[str]  # sweep axes: plan columns beyond PLAN_COLUMNS
+    margin: float
+    confidence: float
+    sweep: str
+    description: str = ""
+
+
+def _extra(path: Path) -> dict[str, Any]:
+    meta = pq.read_schema(path).metadata or {}
+    try:
+        return json.loads(meta.get(b"graphsweep.extra", b"{}"))
+    except json.JSONDecodeError:
+        return {}
+
+
+def load_tables(plan: Path, runs: Path, iterations: Path, comparison: Path) -> SweepTables:
+    p = read_table(plan, "plan")
+    r = read_table(runs, "runs") if Path(runs).exists() else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    it = read_table(iterations, "iterations") if Path(iterations).exists() else pd.DataFrame()
+    c = read_table(comparison, "comparison")
+    for col in ("run_id", "iteration", "elapsed_ms"):
+        if col not in it.columns:
+            it[col] = pd.Series(dtype=float)
+    axes = [col for col in p.columns if col not in PLAN_COLUMNS]
+    cx = _extra(Path(comparison))
+    spec = _extra(Path(plan)).get("spec", {}) or {}
+    margin = cx.get("margin")
+    if margin is None:
+        margin = _first_valid(c.get("margin"), spec.get("margin", 0.02))
+    confidence = _first_valid(c.get("confidence"), spec.get("confidence", 0.95))
+    sweep = _first_valid(c.get("sweep"), None) or _first_valid(p.get("sweep"), None) or spec.get("sweep") or "sweep"
+    return SweepTables(
+        plan=p, runs=r, iterations=it, comparison=c.reset_index(drop=True), axes=axes, margin=float(margin),
+        confidence=float(confidence), sweep=str(sweep), description=str(spec.get("description") or ""),
+    )  # fmt: skip
+
+
+def _first_valid(series: pd.Series | None, default: Any) -> Any:
+    if series is None:
+        return default
+    s = series.dropna()
+    return s.iloc[0] if len(s) else default
+
+
+def as_number(value: Any) -> float | None:
+    """A finite float, or None for missing values (None, NaN, pd.NA, non-numbers)."""
+    if value is None or isinstance(value, (list, tuple, np.ndarray, dict)):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def id_list(value: Any) -> list[str]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return [value]
+    return [str(v) for v in list(value)]
+
+
+def is_control(row: pd.Series | dict[str, Any]) -> bool:
+    return row.get("variant") == AA
+
+
+@dataclass
+class Cost:
+    spent_gpu_h: float  # every submitted run
+    per_verdict_gpu_h: dict[str, float]  # graph-arm runs of the cell + its share of the shape's eager runs
+    control_gpu_h: float  # A/A control cells (graph side + share of eager)
+    unattributed_gpu_h: float  # runs no comparison row refers to
+    avoided_blocked_gpu_h: float  # preflight-blocked runs, at their estimated cost
+    blocked_runs: int
+    blocked_unestimated: int  # blocked runs without any estimate (not in the figure above)
+    avoided_shared_gpu_h: float  # one eager baseline per shape instead of one per variant
+    naive_gpu_h: float  # spent + both avoided figures (control cells excluded from the naive design)
+    per_verdict_cells: dict[str, int] = field(default_factory=dict)
+
+
+def _run_cost(runs: pd.DataFrame) -> dict[str, float]:
+    if "gpu_seconds" not in runs.columns or not len(runs):
+        return {}
+    return {str(k): float(v) for k, v in zip(runs.run_id, runs.gpu_seconds) if as_number(v) is not None}
+
+
+def _blocked_estimate(t: SweepTables, row: pd.Series, cost: dict[str, float]) -> float | None:
+    """Estimated GPU-seconds of a blocked run: the planner's estimate, else what the shape's runs cost."""
+    est = as_number(row.get("est_gpu_seconds"))
+    if est:  # the plan writes 0.0 for blocked runs; only a positive figure is an estimate
+        return est
+    same = [cost[r] for r in t.plan.run_id[t.plan.shape_id == row.shape_id] if r in cost]
+    if same:
+        return float(np.median(same))
+    gpus = as_number(row.get("gpus")) or 1.0
+    per_gpu = [
+        cost[r] / (as_number(g) or 1.0) for r, g in zip(t.plan.run_id, t.plan.get("gpus", [1] * len(t.plan))) if r in cost
+    ]
+    return float(np.median(per_gpu)) * gpus if per_gpu else None
+
+
+def cost_accounting(t: SweepTables) -> Cost:
+    cost = _run_cost(t.runs)
+    spent = sum(cost.values())
+    # an eager run is shared by the cells that reference it (all variants of a shape; one cell when paired)
+    eager_users: dict[str, int] = {}
+    for _, c in t.comparison.iterrows():
+        for r in id_list(c.get("eager_run_ids")):
+            eager_users[r] = eager_users.get(r, 0) + 1
+    per_verdict: dict[str, float] = {}
+    per_cells: dict[str, int] = {}
+    control = 0.0
+    attributed: set[str] = set()
+    for _, c in t.comparison.iterrows():
+        eager_ids, graph_ids = id_list(c.get("eager_run_ids")), id_list(c.get("graph_run_ids"))
+        attributed.update(eager_ids)
+        attributed.update(graph_ids)
+        secs = sum(cost.get(r, 0.0) for r in graph_ids)
+        secs += sum(cost.get(r, 0.0) / eager_users[r] for r in eager_ids)
+        if is_control(c):
+            control += secs
+        else:
+            per_verdict[c.verdict] = per_verdict.get(c.verdict, 0.0) + secs
+            per_cells[c.verdict] = per_cells.get(c.verdict, 0) + 1
+    unattributed = sum(v for k, v in cost.items() if k not in attributed)
+
+    blocked = t.plan[t.plan.status == BLOCKED] if "status" in t.plan.columns else t.plan.iloc[:0]
+    avoided_blocked, unestimated = 0.0, 0
+    for _, row in blocked.iterrows():
+        est = _blocked_estimate(t, row, cost)
+        if est is None:
+            unestimated += 1
+        else:
+            avoided_blocked += est
+
+    # Naive design: every variant of a shape runs its own eager baseline. Sharing saves (k - 1) eager
+    # baselines per shape, k = variants of the shape that were submitted (preflight-blocked ones are counted
+    # above; control cells are not variants).
+    avoided_shared = 0.0
+    eager = t.plan[t.plan.arm == EAGER]
+    preflight_blocked = set(blocked.run_id)
+    for sid, rows in eager.groupby("shape_id"):
+        cells = t.comparison[(t.comparison.shape_id == sid) & (t.comparison.variant != AA)]
+        k = sum(not set(id_list(ids)) <= preflight_blocked for ids in cells.graph_run_ids)
+        e_secs = sum(cost.get(r, 0.0) for r in rows.run_id)
+        avoided_shared += max(0, k - 1) * e_secs
+    h = 1 / 3600.0
+    return Cost(
+        spent_gpu_h=spent * h,
+        per_verdict_gpu_h={k: v * h for k, v in per_verdict.items()},
+        control_gpu_h=control * h,
+        unattributed_gpu_h=unattributed * h,
+        avoided_blocked_gpu_h=avoided_blocked * h,
+        blocked_runs=len(blocked),
+        blocked_unestimated=unestimated,
+        avoided_shared_gpu_h=avoided_shared * h,
+        naive_gpu_h=(spent - control) * h + avoided_shared * h + avoided_blocked * h,
+        per_verdict_cells=per_cells,
+    )
+
+
+@dataclass
+class Summary:
+    counts: dict[str, int]  # verdict -> cells (control cells excluded)
+    n_cells: int
+    n_runs: int
+    n_control: int
+    aa_fp: int
+    aa_judged: int
+    single_repeat_cells: list[str]  # cells whose interval is within-run only
+    bh_m: int  # cells in the Benjamini-Hochberg family
+    fdr_fragile: list[str]  # speedup/slowdown cells whose q-value exceeds 1 - confidence
+
+
+def summarize(t: SweepTables) -> Summary:
+    c = t.comparison
+    main = c[c.variant != AA] if len(c) else c
+    ctrl = c[c.variant == AA] if len(c) else c
+    counts = {v: int((main.verdict == v).sum()) for v in VERDICT_ORDER} if len(main) else {}
+    for v in main.verdict.unique() if len(main) else []:
+        counts.setdefault(v, int((main.verdict == v).sum()))
+    aa_fp, aa_judged, _ = stats.aa_false_positive_rate(list(ctrl.verdict) if len(ctrl) else [])
+    single = [
+        r.cell_id for _, r in main.iterrows() if r.verdict in TIMING_VERDICTS and "within-run" in str(r.get("ci_method") or "")
+    ]
+    q = main.get("q_value", pd.Series(dtype=float))
+    bh_m = int(sum(as_number(x) is not None for x in q))
+    alpha = 1 - t.confidence
+    fragile = [
+        r.cell_id for _, r in main.iterrows()
+        if r.verdict in (SPEEDUP, SLOWDOWN) and (as_number(r.get("q_value")) or 0.0) > alpha
+    ]  # fmt: skip
+    n_runs = int((t.plan.status != BLOCKED).sum()) if "status" in t.plan.columns else len(t.plan)
+    return Summary(counts, len(main), n_runs, len(ctrl), aa_fp, aa_judged, single, bh_m, fragile)
+
+
+def headroom(t: SweepTables, row: pd.Series) -> float | None:
+    """GPU memory left above the graph arm's peak, when the runs recorded the device's total memory."""
+    col = next((c for c in ("gpu_mem_total_gb", "gpu_memory_gb", "device_mem_gb") if c in t.runs.columns), None)
+    peak = as_number(row.get("graph_peak_mem_gb"))
+    if col is None or peak is None:
+        return None
+    ids = set(id_list(row.get("graph_run_ids")))
+    vals = [as_number(v) for v in t.runs.loc[t.runs.run_id.isin(ids), col]]
+    vals = [v for v in vals if v is not None]
+    return min(vals) - peak if vals else None

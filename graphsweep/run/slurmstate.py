@@ -1,0 +1,462 @@
+"""Slurm job states for every waiting run rule from ONE shared, rate-limited `sacct` call.
+
+A sweep on a cluster has one waiting Python process per run in flight (the run rule blocks until its job ends).
+If each asked the scheduler on its own (submitit's per-process watcher: `job.done()`, `job.state`), 200 runs in
+flight would mean hundreds of `sacct` calls a minute. Instead every waiter registers its job id in a small JSON
+cache guarded by a file lock; whichever waiter finds the cache older than `min_interval_s` refreshes it for all
+registered jobs with a single `sacct -j id1,id2,...` while holding the lock, so the whole user account makes at
+most 60 / min_interval_s calls a minute, however many waiters there are. A waiter detects completion from its
+result pickle first and looks at the cache only to notice jobs that ended without a result (cancelled, timeout,
+node failure) or hang (PREEMPTED, UNKNOWN).
+
+The cache also carries what the controller prints while it waits: one progress line per interval for all of a
+controller's in-flight jobs (queue state, or the latest `iteration i/N` read from the training log's tail), and
+the Ctrl-C summary of the jobs left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import random
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from graphsweep import logformat as lf
+
+# sacct states in which a job may still finish: keep waiting.
+ALIVE_STATES = frozenset(
+    {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "COMPLETING", "CONFIGURING", "RESIZING",
+     "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "READY", "RESV_DEL_HOLD"}
+)  # fmt: skip
+# States a job can sit in forever without finishing (submitit's own wait loops forever on them): wall-clock guarded.
+STUCK_STATES = frozenset({"PREEMPTED", "UNKNOWN"})
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "Elapsed", "Timelimit", "NodeList", "Reason")
+
+DEFAULT_MIN_INTERVAL_S = 10.0  # at most 6 sacct calls a minute for all waiters together
+DEFAULT_LEASE_S = 180.0  # a job nobody asked about for this long is dropped from the query
+
+
+def default_state_dir() -> Path:
+    """Per user, so concurrent sweeps of one user share the rate limit: $GRAPHSWEEP_SLURM_STATE or the XDG cache."""
+    env = os.environ.get("GRAPHSWEEP_SLURM_STATE")
+    if env:
+        return Path(env)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "graphsweep" / "slurm"
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job's line from sacct (allocation only, `-X`)."""
+
+    job_id: str
+    state: str  # first word: "CANCELLED by 0" -> "CANCELLED"
+    exit_code: str = ""
+    elapsed: str = ""
+    timelimit: str = ""
+    nodes: str = ""
+    reason: str = ""
+
+
+def parse_sacct(text: str) -> dict[str, JobRecord]:
+    """`sacct -X -n -P -o JobID,State,ExitCode,Elapsed,Timelimit,NodeList,Reason` output -> records by job id.
+
+    A requeued job has one line per run when asked with -D; without it sacct prints the latest, and if several lines
+    still come back the last one wins.
+    """
+    records: dict[str, JobRecord] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 2 or not parts[0]:
+            continue
+        parts += [""] * (len(SACCT_FIELDS) - len(parts))
+        job_id, state = parts[0], (parts[1].split() or [""])[0]
+        records[job_id] = JobRecord(job_id, state, *parts[2 : len(SACCT_FIELDS)])
+    return records
+
+
+def sacct(job_ids: Iterable[str], timeout_s: float = 60.0) -> dict[str, JobRecord]:
+    """One batched sacct call for all job_ids. Raises OSError / CalledProcessError / TimeoutExpired on failure."""
+    ids = sorted({str(j) for j in job_ids}, key=lambda j: (len(j), j))
+    if not ids:
+        return {}
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", ",".join(SACCT_FIELDS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    ).stdout
+    return parse_sacct(out)
+
+
+def latest_iteration(log: str | Path | None, tail_bytes: int = 65536) -> tuple[int, int] | None:
+    """(i, N) of the last `iteration i/N |` line in the log's tail; None when there is none (yet)."""
+    if not log:
+        return None
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - tail_bytes))
+            tail = f.read()
+    except OSError:
+        return None
+    matches = lf.ITER_HEAD.findall(tail)  # the iteration line of the log grammar
+    if not matches:
+        return None
+    i, n = matches[-1]
+    return int(i), int(n)
+
+
+@dataclass
+class StuckGuard:
+    """Wall-clock limit for a job that sits in PREEMPTED or UNKNOWN.
+
+    submitit's own wait loop treats both as "not done" and would wait forever when Slurm never requeues the job or
+    sacct lost it; observe() returns a reason once the job has been stuck for longer than limit_s in a row.
+    """
+
+    limit_s: float
+    stuck_state: str | None = None
+    stuck_since: float | None = None
+
+    def observe(self, state: str, now: float) -> str | None:
+        if state not in STUCK_STATES:
+            self.stuck_state, self.stuck_since = None, None
+            return None
+        if state != self.stuck_state or self.stuck_since is None:
+            self.stuck_state, self.stuck_since = state, now
+        stuck_for = now - self.stuck_since
+        if stuck_for > self.limit_s:
+            return f"stuck in {state} for {stuck_for:.0f} s (limit {self.limit_s:.0f} s)"
+        return None
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the shared cache knows about one job after a lookup."""
+
+    record: JobRecord | None
+    queried_at: float  # wall time of the last sacct call (0: never)
+    ok: bool  # the last sacct call succeeded
+    error: str = ""
+
+
+@dataclass
+class Waiting:
+    """A registered job: who waits for it and where its training log is (for progress lines)."""
+
+    label: str
+    log: str = ""
+    controller: int = 0
+    seen: float = 0.0
+    registered: float = 0.0
+
+
+@dataclass
+class SlurmStateCache:
+    """The shared sacct cache in state_dir (sacct.json + sacct.lock). Safe across processes on one host (flock)."""
+
+    state_dir: Path = field(default_factory=default_state_dir)
+    min_interval_s: float = DEFAULT_MIN_INTERVAL_S
+    lease_s: float = DEFAULT_LEASE_S
+    sacct_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        self.state_dir = Path(self.state_dir)
+
+    @property
+    def path(self) -> Path:
+        return self.state_dir / "sacct.json"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.state_dir / "sacct.lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                data = self._load()
+                before = json.dumps(data, sort_keys=True)
+                yield data
+                if json.dumps(data, sort_keys=True) != before:
+                    tmp = self.path.with_name(f"sacct.json.{os.getpid()}.tmp")
+                    tmp.write_text(json.dumps(data))
+                    tmp.replace(self.path)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data.setdefault("version", 1)
+        for key in ("jobs", "waiting", "progress_at", "interrupted_at"):
+            data.setdefault(key, {})
+        data.setdefault("queried_at", 0.0)
+        data.setdefault("ok", False)
+        data.setdefault("error", "")
+        data.setdefault("calls", 0)
+        return data
+
+    def register(self, job_id: str, label: str, log: str | Path | None = None, controller: int | None = None) -> None:
+        now = time.time()
+        with self._locked() as data:
+            old = data["waiting"].get(str(job_id), {})
+            data["waiting"][str(job_id)] = asdict(
+                Waiting(label=label, log=str(log or ""), controller=int(controller or os.getppid()), seen=now,
+                        registered=old.get("registered", now))
+            )  # fmt: skip
+
+    def forget(self, job_id: str) -> None:
+        with self._locked() as data:
+            data["waiting"].pop(str(job_id), None)
+            data["jobs"].pop(str(job_id), None)
+
+    def lookup(self, job_id: str, refresh: bool = True) -> Lookup:
+        """The job's latest known record; refreshes the cache for every waiting job when it is older than allowed."""
+        job_id = str(job_id)
+        now = time.time()
+        with self._locked() as data:
+            entry = data["waiting"].get(job_id)
+            if entry is not None:
+                entry["seen"] = now
+            if refresh and now - float(data["queried_at"]) >= self.min_interval_s:
+                self._refresh(data, now)
+            rec = data["jobs"].get(job_id)
+            return Lookup(
+                record=JobRecord(**rec) if rec else None,
+                queried_at=float(data["queried_at"]),
+                ok=bool(data["ok"]),
+                error=str(data["error"]),
+            )
+
+    def _refresh(self, data: dict[str, Any], now: float) -> None:
+        waiting = data["waiting"]
+        for job_id in [j for j, w in waiting.items() if now - float(w.get("seen", 0)) > self.lease_s]:
+            waiting.pop(job_id)  # its waiter is gone (killed controller): stop asking about it
+        for key in ("progress_at", "interrupted_at"):  # one entry per controller ever run: keep a day
+            data[key] = {c: at for c, at in data[key].items() if now - float(at) < 86400}
+        data["queried_at"] = now  # also on failure: a broken sacct is not hammered by every waiter
+        data["calls"] = int(data["calls"]) + 1
+        try:
+            found = sacct(waiting.keys(), timeout_s=self.sacct_timeout_s) if waiting else {}
+        except (OSError, subprocess.SubprocessError) as exc:
+            stderr = getattr(exc, "stderr", "") or ""
+            data["ok"], data["error"] = False, f"{type(exc).__name__}: {exc} {stderr}".strip()[:500]
+            return
+        data["ok"], data["error"] = True, ""
+        data["jobs"] = {j: asdict(found[j]) for j in waiting if j in found}
+
+    def progress_due(self, controller: int, interval_s: float) -> list[tuple[str, Waiting, JobRecord | None]] | None:
+        """Every waiting job of this controller with its state, once per interval_s (to the caller that gets it)."""
+        return self._once_per(controller, "progress_at", interval_s)
+
+    def interrupted(self, controller: int, window_s: float = 120.0) -> list[tuple[str, Waiting, JobRecord | None]] | None:
+        """The jobs of an interrupted controller, to the first of its waiters that asks (None to the others)."""
+        return self._once_per(controller, "interrupted_at", window_s)
+
+    def _once_per(self, controller: int, stamp: str, window_s: float) -> list[tuple[str, Waiting, JobRecord | None]] | None:
+        """This controller's jobs to the first waiter that asks in each window (stamp: the shared file's time field)."""
+        now = time.time()
+        key = str(controller)
+        with self._locked() as data:
+            if now - float(data[stamp].get(key, 0.0)) < window_s:
+                return None
+            data[stamp][key] = now
+            return self._of_controller(data, controller)
+
+    @staticmethod
+    def _of_controller(data: dict[str, Any], controller: int) -> list[tuple[str, Waiting, JobRecord | None]]:
+        out = []
+        for job_id, w in sorted(data["waiting"].items(), key=lambda kv: kv[1].get("label", "")):
+            if int(w.get("controller", 0)) == controller:
+                rec = data["jobs"].get(job_id)
+                out.append((job_id, Waiting(**w), JobRecord(**rec) if rec else None))
+        return out
+
+    def calls(self) -> int:
+        """How many sacct calls this cache has made (for benchmarks and tests)."""
+        with self._locked() as data:
+            return int(data["calls"])
+
+
+def progress_line(jobs: list[tuple[str, Waiting, JobRecord | None]], max_detail: int = 4) -> str:
+    """One line for a controller's in-flight jobs: counts by state, then the running ones with their iteration."""
+    by_state: dict[str, int] = {}
+    details: list[str] = []
+    for job_id, w, rec in jobs:
+        state = rec.state if rec else "SUBMITTED"
+        by_state[state] = by_state.get(state, 0) + 1
+        if state == "RUNNING":
+            it = latest_iteration(w.log)
+            where = f"iteration {it[0]}/{it[1]}" if it else f"running {rec.elapsed if rec else ''}".strip()
+            details.append(f"{w.label} (job {job_id}) {where}")
+    counts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(by_state.items(), key=lambda kv: (-kv[1], kv[0])))
+    more = f" +{len(details) - max_detail} more" if len(details) > max_detail else ""
+    stamp = time.strftime("%H:%M:%S")
+    return f"{stamp} Slurm: {len(jobs)} in flight ({counts})" + (
+        " | " + "; ".join(details[:max_detail]) + more if details else ""
+    )
+
+
+def interrupt_message(jobs: list[tuple[str, Waiting, JobRecord | None]]) -> str:
+    """What a cancelled controller tells the user about the jobs it left behind."""
+    if not jobs:
+        return "interrupted; no Slurm job was in flight."
+    jobs = sorted(jobs, key=lambda j: (len(j[0]), j[0]))
+    ids = [job_id for job_id, _, _ in jobs]
+    lines = [f"interrupted; {len(jobs)} Slurm job(s) left running (they keep their allocation):"]
+    for job_id, w, rec in jobs:
+        lines.append(f"  {job_id}  {rec.state if rec else 'SUBMITTED':<10} {w.label}")
+    lines.append(f"  cancel them:  scancel {' '.join(ids)}")
+    lines.append(
+        "  or reattach:  run the same snakemake command again (after `snakemake --unlock` if it says the directory "
+        "is locked); finished and running jobs are picked up, nothing is submitted twice"
+    )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Waiting for one job (the run rule's process; kept free of heavy imports: 200 of these may run at once)
+
+
+class InfraFailure(RuntimeError):
+    """The job did not produce a result for infrastructure reasons; the run must be retried, not recorded."""
+
+    def __init__(self, state: str, message: str):
+        self.state = state
+        super().__init__(f"{state}: {message}")
+
+
+class ControllerGone(SystemExit):
+    """The Snakemake controller died (kill -9, closed terminal): leave the Slurm job for a later reattach."""
+
+
+@dataclass(frozen=True)
+class WaitLimits:
+    poll_s: float = 2.0  # result pickle check (a file stat, no scheduler call)
+    status_interval_s: float = DEFAULT_MIN_INTERVAL_S  # how often this waiter reads the shared cache
+    progress_interval_s: float = 120.0
+    stuck_limit_s: float = 1800.0
+    lost_after_s: float = 600.0
+    result_grace_s: float = 30.0
+
+
+def result_pickle(side: Mapping[str, Any]) -> Path:
+    """submitit's result file of task 0 of the job in a side file (folder with %j, job_id)."""
+    job_id = str(side["job_id"])
+    return Path(str(side["folder"]).replace("%j", job_id)) / f"{job_id}_0_result.pkl"
+
+
+class SlurmWaiter:
+    """Waits for one Slurm job: result pickle first, states from the shared sacct cache, no per-process sacct.
+
+    The controller is the parent process (Snakemake runs the rule's script as its direct child); when it dies the
+    waiter leaves the job alone for a later reattach instead of living on as an orphan.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        side: Mapping[str, Any],
+        cache: SlurmStateCache,
+        say: Callable[[str], None] = print,
+        limits: WaitLimits = WaitLimits(),
+    ):
+        self.label, self.side, self.cache, self.say, self.limits = label, side, cache, say, limits
+        self.job_id = str(side["job_id"])
+        self.pickle = result_pickle(side)
+        self.parent = os.getppid()
+        self.cache.register(self.job_id, label, side.get("log"), controller=self.parent)
+
+    def controller_alive(self) -> bool:
+        return os.getppid() == self.parent
+
+    def state_now(self, deadline_s: float = 120.0) -> tuple[str | None, bool]:
+        """(state, sacct_ok) from a cache refresh made after this call started (reattach decisions)."""
+        t0, end = time.time(), time.monotonic() + deadline_s
+        while True:
+            view = self.cache.lookup(self.job_id)
+            if view.queried_at >= t0 or time.monotonic() > end:
+                return (view.record.state if view.record else None), view.ok
+            time.sleep(min(1.0, self.cache.min_interval_s / 4))
+
+    def wait(self) -> str:
+        """Block until the result pickle exists; return the last known state. Raise InfraFailure when it never will."""
+        lim = self.limits
+        guard = StuckGuard(lim.stuck_limit_s)
+        started = time.time()
+        absent_since: float | None = None
+        ended: tuple[str, float] | None = None
+        state = "SUBMITTED"
+        next_check = 0.0
+        while True:
+            # The controller first: an orphaned waiter must not finish the rule (write run.json, drop the side file)
+            # behind the back of the next controller, which reattaches to the same job.
+            if not self.controller_alive():
+                self.say(
+                    f"{self.label}: the Snakemake controller is gone; leaving Slurm job {self.job_id} ({state}) "
+                    f"running. Run the same snakemake command again to reattach, or cancel it: scancel {self.job_id}"
+                )
+                raise ControllerGone(1)
+            if self.pickle.exists():
+                return state
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + lim.status_interval_s * random.uniform(0.5, 1.0)
+                view = self.cache.lookup(self.job_id)
+                if view.record is None:
+                    if view.ok and view.queried_at > started:
+                        absent_since = absent_since or now
+                        if now - absent_since > lim.lost_after_s:
+                            raise InfraFailure(
+                                "LOST", f"sacct has had no record of job {self.job_id} for {now - absent_since:.0f} s"
+                            )
+                else:
+                    absent_since = None
+                    state = view.record.state
+                    stuck = guard.observe(state, now)
+                    if stuck:
+                        self.cancel()
+                        raise InfraFailure(state, f"job {self.job_id} {stuck}; cancelled it so a retry can run")
+                    if state not in ALIVE_STATES and state not in STUCK_STATES:
+                        # Ended. A result may still be on its way over a shared filesystem.
+                        if ended is None or ended[0] != state:
+                            ended = (state, now)
+                        elif now - ended[1] > lim.result_grace_s:
+                            rec = view.record
+                            reason = f" ({rec.reason})" if rec.reason not in ("", "None") else ""
+                            raise InfraFailure(
+                                state,
+                                f"job {self.job_id} ended {state}{reason} after {rec.elapsed} without a result "
+                                f"(time limit {rec.timelimit})",
+                            )
+                self.progress()
+            time.sleep(lim.poll_s)
+
+    def progress(self) -> None:
+        jobs = self.cache.progress_due(self.parent, self.limits.progress_interval_s)
+        if jobs:
+            self.say(progress_line(jobs))
+
+    def cancel(self) -> None:
+        subprocess.run(["scancel", self.job_id], capture_output=True, timeout=60, check=False)
+
+    def interrupted(self) -> None:
+        """Ctrl-C / SIGTERM: one waiter per controller prints what is left running and how to cancel or reattach."""
+        self.cache.lookup(self.job_id)  # a fresh state for the summary when the rate limit allows
+        jobs = self.cache.interrupted(self.parent)
+        if jobs is not None:
+            self.say(interrupt_message(jobs))
+
+    def forget(self) -> None:
+        self.cache.forget(self.job_id)

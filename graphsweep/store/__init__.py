@@ -1,0 +1,8 @@
+"""Stage: store. The sweep's Parquet tables (one schema per file, versioned), their aggregation from run folders,
+self-describing archives, and a catalog across sweeps and archives.
+
+    tables     the columns of plan / runs / iterations / comparison, writing and reading with schema versions
+    aggregate  run folders -> runs.parquet + iterations.parquet
+    archive    results/{sweep} -> a verified tar.gz with a manifest
+    catalog    many sweeps and archives -> one hive-partitioned folder (one DuckDB query spans all)
+"""

@@ -1,0 +1,70 @@
+"""Gather the per-run files of a sweep into runs.parquet and iterations.parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from graphsweep import provenance
+from graphsweep.store.tables import read_table, write_table
+from graphsweep.vocab import EAGER, PAIR, run_dir_logs
+
+
+def run_row(plan_row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """One runs.parquet row: the plan's facts, run.json (job facts) and summary.json (what the log says)."""
+    row = dict(plan_row)
+    info = json.loads((run_dir / "run.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("executor", "job_id", "host", "start_utc", "end_utc", "wall_s", "exit_code", "state", "attempt",
+                "gpu_seconds", "slurm_nodelist"):  # fmt: skip
+        row[key] = info.get(key)
+    row["previous_attempts"] = json.dumps(info.get("previous_attempts", [])) if info.get("previous_attempts") else None
+    # The job's provenance, with what the training process printed inside its container on top (versions).
+    prov = provenance.merge(info.get("provenance"), provenance.from_logs(run_dir_logs(run_dir)))
+    row["provenance"] = json.dumps(prov, sort_keys=True) if prov else None
+    row.update(provenance.flatten(prov))
+    for key, value in summary.items():
+        row[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+    row["log_path"] = str(run_dir / "log.txt")
+    return row
+
+
+def pair_rows(plan_row: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    """A pair job (graphsweep/workloads/paired.py) gives two runs.parquet rows, one per arm: same job_id, `pair_id` = the job."""
+    job = run_row(plan_row, run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = []
+    for arm, facts in summary["arms"].items():
+        row = {k: v for k, v in job.items() if k not in summary}  # the job's facts, not the job-level summary keys
+        for key, value in facts.items():
+            row[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+        # arm: the plan's name (eager | graph | control), not the parser's (which reads a control arm as eager)
+        row.update(run_id=facts["run_id"], arm=arm, pair_id=plan_row["run_id"],
+                   est_gpu_seconds=(plan_row.get("est_gpu_seconds") or 0.0) / 2)  # the job's estimate, one half per arm
+        if arm == EAGER:
+            row.update(variant=EAGER, impl="none", scope="")
+        rows.append(row)
+    return rows
+
+
+def aggregate(plan_path: Path, run_dirs: Sequence[Path], runs_out: Path, iterations_out: Path) -> pd.DataFrame:
+    plan = read_table(plan_path, "plan").set_index("run_id", drop=False)
+    rows, frames = [], []
+    for run_dir in run_dirs:
+        run_id = run_dir.name
+        plan_row = plan.loc[run_id].to_dict()
+        if plan_row.get("arm") == PAIR:
+            rows += pair_rows(plan_row, run_dir)
+        else:
+            rows.append(run_row(plan_row, run_dir))
+        it = pd.read_parquet(run_dir / "iterations.parquet")
+        if len(it):
+            frames.append(it)
+    runs = pd.DataFrame(rows)
+    write_table(runs, runs_out, "runs")
+    iterations = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    write_table(iterations, iterations_out, "iterations")
+    return runs

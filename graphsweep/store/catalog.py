@@ -1,0 +1,133 @@
+"""A catalog across sweeps and archives: one hive-partitioned folder that a single DuckDB query spans.
+
+Layout (`export`):
+
+    CATALOG/{table}/sweep={sweep}/archive={id}/{table}.parquet     table: plan, runs, iterations, comparison
+    CATALOG/archives/sweep={sweep}/archive={id}/archives.parquet   one row per archive: manifest facts
+
+`id` is the archive's UTC timestamp (20261130T104703Z), or `live` for a results/{sweep}/ folder as it is now.
+Archives are read straight from their tar.gz after verification (nothing else is extracted); an archive already
+in the catalog is skipped, the `live` partitions are replaced. Query all of it with:
+
+    SELECT sweep, archive, verdict, count(*) FROM read_parquet('CATALOG/comparison/*/*/*.parquet',
+        hive_partitioning = true, union_by_name = true) GROUP BY ALL
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from graphsweep.store.archive import TABLES, ArchiveError, verify_archive
+
+LIVE = "live"
+
+
+def _partition(out: Path, table: str, sweep: str, archive: str) -> Path:
+    return out / table / f"sweep={sweep}" / f"archive={archive}" / f"{table}.parquet"
+
+
+def _write_atomic(data: bytes, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(dest)
+
+
+def add_results(out: Path, sweep_dir: Path) -> list[Path]:
+    """Copy the tables of one results/{sweep}/ folder into the catalog's `live` partition of that sweep."""
+    written = []
+    for name in TABLES:
+        src = sweep_dir / name
+        if src.is_file():
+            dest = _partition(out, name.removesuffix(".parquet"), sweep_dir.name, LIVE)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest.with_name(dest.name + ".tmp"))
+            dest.with_name(dest.name + ".tmp").replace(dest)
+            written.append(dest)
+    return written
+
+
+def add_archive(out: Path, archive: Path) -> list[Path]:
+    """Add the tables of one archive (verified first); an archive already in the catalog is left as it is."""
+    v = verify_archive(archive)
+    if not v.ok:
+        raise ArchiveError(f"{archive}: does not verify, not added to the catalog: " + "; ".join(v.problems[:3]))
+    man = v.manifest
+    sweep = man["sweep"]
+    written = []
+    with tarfile.open(archive, "r:gz") as tar:
+        first = tar.next()
+        # the archive's own top folder {sweep}-{timestamp} names it, whatever the file is called now
+        stamp = first.name.split("/", 1)[0].removeprefix(f"{sweep}-") if first else "unknown"
+        index = _partition(out, "archives", sweep, stamp)
+        if index.exists():
+            return []
+        for m in tar:
+            top, _, rel = m.name.partition("/")
+            if m.isfile() and rel in TABLES:
+                f = tar.extractfile(m)
+                dest = _partition(out, rel.removesuffix(".parquet"), sweep, stamp)
+                _write_atomic(f.read() if f else b"", dest)
+                written.append(dest)
+    pipe = man.get("pipeline") or {}
+    row = {
+        "sweep": sweep, "archive_file": str(Path(archive).resolve()), "created_utc": man.get("created_utc"),
+        "graphsweep_version": pipe.get("version"), "graphsweep_sha": pipe.get("git_sha"),
+        "graphsweep_dirty": pipe.get("git_dirty"), "schema_version": man.get("schema_version"),
+        "spec_hash": (man.get("spec") or {}).get("hash"), "logs_included": man.get("logs_included"),
+        "margin": (man.get("analysis") or {}).get("margin"), "files": len(man.get("files", [])),
+    }  # fmt: skip
+    buf = io.BytesIO()
+    pd.DataFrame([row]).to_parquet(buf, index=False)
+    _write_atomic(buf.getvalue(), index)  # written last: its presence means the archive is fully in
+    return [*written, index]
+
+
+def export(out: str | Path, results: Iterable[str | Path] = (), archives: Iterable[str | Path] = ()) -> list[Path]:
+    """Catalog every sweep under each results root and every archive given."""
+    out = Path(out)
+    written: list[Path] = []
+    for root in map(Path, results):
+        for sweep_dir in sorted(p for p in root.iterdir() if p.is_dir() and (p / "comparison.parquet").is_file()):
+            written += add_results(out, sweep_dir)
+    for archive in sorted(map(Path, archives)):
+        written += add_archive(out, archive)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m graphsweep.store.catalog", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("out", help="catalog folder (created)")
+    p.add_argument("--results", nargs="*", default=[], help="results roots (each holds {sweep}/ folders)")
+    p.add_argument("--archives", nargs="*", default=[], help="archive files (*.tar.gz) to add")
+    args = p.parse_args(argv)
+    archives = list(args.archives)
+    for root in args.results:  # the archives kept next to the results come along
+        archives += [str(a) for a in sorted(Path(root).glob("*/archive/*.tar.gz"))]
+    try:
+        files = export(args.out, args.results, archives)
+    except ArchiveError as exc:
+        print(f"graphsweep catalog: {exc}", file=sys.stderr)
+        return 1
+    print(f"{len(files)} files written to {args.out}")
+    return 0
+
+
+def tables_in(out: str | Path) -> dict[str, int]:
+    """Rows per table in a catalog (for a quick look)."""
+    return {t.name: sum(pq.ParquetFile(f).metadata.num_rows for f in t.rglob("*.parquet"))
+            for t in sorted(Path(out).iterdir()) if t.is_dir()}  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())

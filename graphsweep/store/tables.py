@@ -1,0 +1,144 @@
+"""Parquet tables: one place for each file's key columns, its schema version and how it is written.
+
+Every file carries `graphsweep.schema_version` and `graphsweep.table` in its Parquet metadata, so a reader
+years later knows what it holds (docs/tables.md documents the columns).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from graphsweep import __version__, provenance
+
+# History (docs/tables.md): 1 = first release; 2 = runs gains the prov_* columns and prov_key, comparison gains
+# not_comparable_fields and the verdict `not-comparable`. Files without graphsweep metadata count as version 0.
+SCHEMA_VERSION = 2
+
+# Columns every row of a table has (axis columns and extra fields come after these).
+PLAN_COLUMNS = [
+    "sweep", "run_id", "shape_id", "cell_id", "arm", "variant", "impl", "scope", "repeat", "warmup", "iterations",
+    "gpus", "workload", "status", "rule_id", "rule_message", "rule_source", "command", "est_gpu_seconds",
+]  # fmt: skip
+ITERATION_COLUMNS = [
+    "run_id", "iteration", "elapsed_ms", "tflops", "loss", "grad_norm", "mem_allocated_gb", "mem_max_allocated_gb",
+    "mem_max_reserved_gb", "source_file",
+    "line",  # line number of the iteration line in source_file (1-based)
+]  # fmt: skip
+COMPARISON_COLUMNS = [
+    "sweep", "cell_id", "shape_id", "variant", "impl", "scope", "verdict", "reason", "eager_step_ms", "graph_step_ms",
+    "speedup", "ci_low", "ci_high", "p_value", "q_value", "ci_method", "n_eager", "n_graph", "eager_peak_mem_gb",
+    "graph_peak_mem_gb", "mem_delta_gb", "paired_outcome", "rule_id", "eager_run_id", "graph_run_id",
+    "eager_run_ids", "graph_run_ids", "gpu_seconds",
+]  # fmt: skip
+
+
+# What a file must hold to be read at all: checked for files without graphsweep metadata (version 0, e.g. written
+# by pandas by hand or by a pre-release), whose table name the caller gives.
+KEY_COLUMNS = {
+    "plan": ["run_id", "cell_id", "shape_id", "arm", "variant"],
+    "runs": ["run_id", "cell_id", "shape_id", "arm", "variant", "outcome"],
+    "iterations": ["run_id", "iteration", "elapsed_ms"],
+    "comparison": ["cell_id", "variant", "verdict"],
+}
+META_KEYS = ("graphsweep.schema_version", "graphsweep.table", "graphsweep.version", "graphsweep.extra")
+
+
+class SchemaVersionError(RuntimeError):
+    pass
+
+
+def _runs_v1_to_v2(df: pd.DataFrame) -> pd.DataFrame:
+    """Version 1 kept provenance only as JSON: derive the prov_* columns from it."""
+    if "prov_key" in df.columns:
+        return df
+    raw = df["provenance"] if "provenance" in df.columns else pd.Series([None] * len(df), index=df.index)
+    flat = [provenance.flatten(json.loads(x) if isinstance(x, str) and x else None) for x in raw]
+    cols = list(provenance.COLUMNS) + ["prov_key"]
+    return pd.concat([df, pd.DataFrame(flat, index=df.index, columns=cols)], axis=1)
+
+
+def _comparison_v1_to_v2(df: pd.DataFrame) -> pd.DataFrame:
+    if "not_comparable_fields" not in df.columns:
+        df = df.assign(not_comparable_fields=None)
+    return df
+
+
+# (table, from version) -> function that turns a frame of that version into the next version's.
+UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
+    ("runs", 1): _runs_v1_to_v2,
+    ("comparison", 1): _comparison_v1_to_v2,
+}
+
+
+def table_info(path: str | Path) -> dict[str, Any]:
+    """The graphsweep metadata of a Parquet file: schema_version (0 if none), table, version, extra."""
+    meta = pq.read_schema(path).metadata or {}
+    extra = meta.get(b"graphsweep.extra")
+    return {
+        "schema_version": int(meta.get(b"graphsweep.schema_version", b"0")),
+        "table": meta.get(b"graphsweep.table", b"").decode() or None,
+        "graphsweep_version": meta.get(b"graphsweep.version", b"").decode() or None,
+        "extra": json.loads(extra) if extra else None,
+    }
+
+
+def write_table(df: pd.DataFrame, path: str | Path, table: str, extra: dict[str, Any] | None = None) -> None:
+    """Write df as Parquet with graphsweep metadata; atomically (a killed controller leaves no half file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrow = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(arrow.schema.metadata or {})
+    meta[b"graphsweep.schema_version"] = str(SCHEMA_VERSION).encode()
+    meta[b"graphsweep.table"] = table.encode()
+    meta[b"graphsweep.version"] = __version__.encode()
+    if extra:
+        meta[b"graphsweep.extra"] = json.dumps(extra, default=str).encode()
+    arrow = arrow.replace_schema_metadata(meta)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(arrow, tmp)
+    tmp.replace(path)
+
+
+def read_table(path: str | Path, table: str | None = None, upgrade: bool = True) -> pd.DataFrame:
+    """Read a graphsweep Parquet file as the current schema version.
+
+    Older versions are upgraded in memory (UPGRADES); a file without graphsweep metadata (version 0) is read when it
+    has the table's key columns; anything else is refused with a message that says what to do.
+    """
+    info = table_info(path)
+    version, kind = info["schema_version"], info["table"] or ""
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path}: written with table schema version {version}, this graphsweep reads up to {SCHEMA_VERSION}; "
+            "upgrade graphsweep (pip install -U graphsweep) to read it"
+        )
+    if table and kind and kind != table:
+        raise SchemaVersionError(f"{path}: holds the '{kind}' table, expected '{table}'")
+    df = pd.read_parquet(path)
+    kind = kind or table or ""
+    if version == 0:
+        if kind not in KEY_COLUMNS:
+            raise SchemaVersionError(
+                f"{path}: no graphsweep metadata (schema version 0) and no table name to check it against; "
+                f"call read_table(path, table=...) with one of {', '.join(KEY_COLUMNS)}"
+            )
+        missing = [c for c in KEY_COLUMNS[kind] if c not in df.columns]
+        if missing:
+            raise SchemaVersionError(
+                f"{path}: no graphsweep metadata (schema version 0) and the '{kind}' columns {', '.join(missing)} are "
+                f"missing, so it is not a graphsweep {kind} table; rebuild it from the run folders "
+                f"(snakemake --forcerun aggregate compare) or, for logs from elsewhere, with an ingest spec (docs/tables.md)"
+            )
+        version = 1
+    if upgrade:
+        for v in range(version, SCHEMA_VERSION):
+            step = UPGRADES.get((kind, v))
+            if step is not None:
+                df = step(df)
+    return df

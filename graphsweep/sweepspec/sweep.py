@@ -1,0 +1,228 @@
+"""A sweep: the spec's shapes, variants, cells and runs, with stable ids.
+
+A **shape** is one point of the cross product of `axes` (minus `exclude`, plus `include`); a **variant** is a graph
+setting; a **cell** is shape x graph variant; a **run** is one job of one arm (eager, graph, or A/A control) for one
+repeat. Ids are readable slugs plus a short hash of everything that changes what a run does, so editing a sweep
+only adds runs and never renames finished ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from graphsweep.vocab import (
+    AA, CONTROL, EAGER, EAGER_VARIANT, GRAPH, PAIR, Cell, RunSpec, SpecError, Variant, pair_run_id,
+)  # fmt: skip
+
+
+def parse_variant(path: str | Path, index: int, v: Mapping[str, Any]) -> Variant:
+    impl, scope = v["impl"], tuple(v.get("scope", ()))
+    key = f"variants.{index}"
+    if impl == "local":
+        # Megatron Bridge 0.6 supports local only for full-iteration graphs (utils/cuda_graph.py
+        # validate_cuda_graph_configuration); MCore 0.19 spells the same thing cuda_graph_impl=full_iteration.
+        if scope != ("full_iteration",):
+            raise SpecError(
+                path,
+                f"{key}.scope",
+                list(scope),
+                'impl "local" is supported only with scope [full_iteration] (Megatron Bridge 0.6); '
+                'use impl "transformer_engine" for scoped graphs',
+            )
+        impl, scope = "full_iteration", ()
+    elif impl == "full_iteration":
+        if scope not in ((), ("full_iteration",)):
+            raise SpecError(path, f"{key}.scope", list(scope), 'impl "full_iteration" takes no scope')
+        scope = ()
+    else:  # transformer_engine
+        if not scope:
+            raise SpecError(path, f"{key}.scope", [], 'impl "transformer_engine" needs a scope such as [attn]')
+        if "full_iteration" in scope:
+            raise SpecError(
+                path,
+                f"{key}.scope",
+                list(scope),
+                "full_iteration CUDA graph scope cannot use cuda_graph_impl=transformer_engine; use impl full_iteration",
+            )
+    name = v.get("name") or ("full_iteration" if impl == "full_iteration" else "+".join(scope))
+    return Variant(name=name, impl=impl, scope=scope, overrides=dict(v.get("overrides", {})))
+
+
+# Short names for readable ids; anything else uses its last dotted component.
+_ABBREVIATIONS = {
+    "hidden": "h",
+    "hidden_size": "h",
+    "layers": "l",
+    "num_layers": "l",
+    "heads": "nh",
+    "num_attention_heads": "nh",
+    "seq_length": "s",
+    "micro_batch": "mb",
+    "micro_batch_size": "mb",
+    "global_batch_size": "gb",
+    "tensor_model_parallel_size": "tp",
+    "pipeline_model_parallel_size": "pp",
+    "context_parallel_size": "cp",
+    "expert_model_parallel_size": "ep",
+    "mem_fraction": "memfrac",
+    "recompute_granularity": "rc",
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: str
+    raw: Mapping[str, Any]
+    # cell_id -> repeats wanted for that cell (graphsweep more-repeats, results/{sweep}/extra_repeats.yaml); a cell
+    # listed here gets more repeats of its graph arm and its shape's eager baseline (or more pair jobs)
+    extra_repeats: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def name(self) -> str:
+        return self.raw["sweep"]
+
+    @property
+    def axes(self) -> dict[str, list[Any]]:
+        return dict(self.raw["axes"])
+
+    @property
+    def variants(self) -> list[Variant]:
+        return [parse_variant(self.path, i, v) for i, v in enumerate(self.raw["variants"])]
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return dict(self.raw["workload"])
+
+    @property
+    def executor(self) -> dict[str, Any]:
+        return dict(self.raw.get("executor", {}))
+
+    @property
+    def pairing(self) -> bool:
+        return bool(self.raw.get("pairing"))
+
+    def with_extra_repeats(self, extra: Mapping[str, int]) -> "Spec":
+        """The same sweep with more repeats for some cells (only ever more: fewer would orphan finished runs)."""
+        return replace(self, extra_repeats={str(k): int(v) for k, v in extra.items()})
+
+    def shapes(self) -> list[dict[str, Any]]:
+        """The cross product of the axes, in spec order, minus excluded shapes."""
+        keys = list(self.raw["axes"])
+        shapes = [dict(zip(keys, values)) for values in itertools.product(*(self.raw["axes"][k] for k in keys))]
+        excludes = self.raw.get("exclude", [])
+        kept = [s for s in shapes if not any(all(s.get(k) == v for k, v in ex.items()) for ex in excludes)]
+        return kept + [dict(item) for item in self.raw.get("include", []) if dict(item) not in kept]
+
+    def runs(self) -> list[RunSpec]:
+        return expand(self)[0]
+
+    def cells(self) -> list[Cell]:
+        return expand(self)[1]
+
+
+def _short_hash(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha1(blob).hexdigest()[:6]
+
+
+def _slug_value(value: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "", str(value).lower())[:16] or "x"
+
+
+def shape_slug(shape: Mapping[str, Any]) -> str:
+    parts = []
+    for key, value in shape.items():
+        short = _ABBREVIATIONS.get(key) or _ABBREVIATIONS.get(key.rsplit(".", 1)[-1]) or key.rsplit(".", 1)[-1]
+        parts.append(f"{short}{_slug_value(value)}")
+    return "-".join(parts)[:60]
+
+
+def shape_id(spec: Spec, shape: Mapping[str, Any]) -> str:
+    raw = spec.raw
+    ident = (
+        raw["workload"],
+        raw.get("fixed", {}),
+        dict(shape),
+        raw["warmup"],
+        raw["iterations"],
+    )
+    return f"{shape_slug(shape)}-{_short_hash(*ident)}"
+
+
+def _arm_name(variant: Variant) -> str:
+    if variant.overrides:
+        return f"{variant.name}-{_short_hash(variant.impl, variant.scope, dict(variant.overrides))[:4]}"
+    return variant.name
+
+
+def expand(spec: Spec) -> tuple[list[RunSpec], list[Cell]]:
+    """All runs and cells of a sweep, in a stable order.
+
+    Unpaired (default): per shape, the eager baseline runs `{shape_id}.eager.r{k}` shared by all variants, and per
+    cell its graph runs `{cell_id}.r{k}`. Paired (`pairing: true`): per cell, pair jobs `{cell_id}.pair.r{k}`, each
+    running both arms in ABBA order on the same GPUs; the pair is the unit, so no baseline is shared.
+    Repeat indices only ever grow (spec.extra_repeats), so ids of finished runs never change.
+    """
+    raw = spec.raw
+    variants = spec.variants
+    has_full = any(v.is_full_iteration for v in variants)
+    runs: list[RunSpec] = []
+    cells: list[Cell] = []
+    base = int(raw["repeats"])
+    extra = spec.extra_repeats
+    for shape in spec.shapes():
+        sid = shape_id(spec, shape)
+        settings = {**raw.get("fixed", {}), **shape}
+        common = dict(
+            sweep=spec.name,
+            shape_id=sid,
+            shape=shape,
+            settings=settings,
+            workload=spec.workload,
+            warmup=raw["warmup"],
+            iterations=raw["iterations"],
+            gpus=int(settings.get("gpus", 1)),
+            executor=spec.executor,
+            has_full_iteration_variant=has_full,
+        )
+        shape_cells = [(f"{sid}.{_arm_name(v)}", GRAPH, v) for v in variants]
+        if raw.get("aa_control"):
+            shape_cells.append((f"{sid}.{AA}", CONTROL, Variant(AA, "none")))
+        n_of = {cid: max(base, int(extra.get(cid, 0))) for cid, _, _ in shape_cells}
+        if spec.pairing:
+            for cid, arm, variant in shape_cells:
+                jobs = tuple(f"{cid}.pair.r{k}" for k in range(1, n_of[cid] + 1))
+                for k, rid in enumerate(jobs, start=1):
+                    runs.append(RunSpec(run_id=rid, cell_id=cid, arm=PAIR, variant=variant, repeat=k, **common))
+                eager_ids = tuple(pair_run_id(j, EAGER) for j in jobs)
+                other_ids = tuple(pair_run_id(j, arm) for j in jobs)
+                cells.append(Cell(cid, sid, variant, shape, eager_ids, other_ids, arm == CONTROL, jobs))
+            continue
+        # the shared baseline has as many repeats as its most repeated cell
+        eager_ids = tuple(f"{sid}.{EAGER}.r{k}" for k in range(1, max(n_of.values()) + 1))
+        for k, rid in enumerate(eager_ids, start=1):
+            runs.append(RunSpec(run_id=rid, cell_id=f"{sid}.{EAGER}", arm=EAGER, variant=EAGER_VARIANT, repeat=k,
+                                **common))
+        for cid, arm, variant in shape_cells:
+            ids = tuple(f"{cid}.r{k}" for k in range(1, n_of[cid] + 1))
+            for k, rid in enumerate(ids, start=1):
+                runs.append(RunSpec(run_id=rid, cell_id=cid, arm=arm, variant=variant, repeat=k, **common))
+            cells.append(Cell(cid, sid, variant, shape, eager_ids, ids, is_control=arm == CONTROL))
+    return runs, cells
+
+
+def runs_by_id(spec: Spec) -> dict[str, RunSpec]:
+    return {r.run_id: r for r in spec.runs()}
+
+
+def iter_axis_names(specs: Iterable[Spec]) -> list[str]:
+    names: list[str] = []
+    for s in specs:
+        names += [k for k in s.axes if k not in names]
+    return names

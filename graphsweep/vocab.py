@@ -1,0 +1,330 @@
+"""graphsweep's vocabulary: every name the stages share, defined once.
+
+Run outcomes, cell verdicts (their order and colour), arms and the A/A control's name, the preflight `Violation`,
+the `LaunchPlan` of one job (with its one serialisation), and `SweepPaths`, the results layout every stage and
+rules/common.smk use (like submitit's JobPaths). Standard library only: the entry module imports it inside the
+user's container. tests/test_vocabulary.py fails when one of these names is spelled anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+# --------------------------------------------------------------------------------------------------
+# Run outcomes (what happened in one run: graphsweep.parse decides, design.md "Outcomes")
+COMPLETED = "completed"
+BLOCKED = "blocked"  # preflight rule, config rejected, capture error, environment
+OOM = "oom"
+CRASHED = "crashed"
+TIMEOUT = "timeout"  # walltime hit; usable when the steady window was complete
+INVALID = "invalid"  # a graph arm without capture + replay evidence, or an eager arm that captured
+UNPARSEABLE = "unparseable"
+RESULT_OUTCOMES = (COMPLETED, BLOCKED, OOM, CRASHED, TIMEOUT, INVALID, UNPARSEABLE)
+# Infrastructure: the run rule fails so Snakemake retries it; never recorded as a result.
+PREEMPTED, NODE_FAIL, CANCELLED, LOST = "preempted", "node_fail", "cancelled", "lost"
+INFRA_OUTCOMES = (PREEMPTED, NODE_FAIL, CANCELLED, LOST)
+OUTCOMES = RESULT_OUTCOMES + INFRA_OUTCOMES
+USABLE_OUTCOMES = (COMPLETED, TIMEOUT)  # may carry a steady window (a timeout after the window still measured)
+# The worse of two segments' outcomes names a paired arm (a graph arm that OOMs once is an OOM arm).
+OUTCOME_SEVERITY = (COMPLETED, TIMEOUT, UNPARSEABLE, CRASHED, INVALID, OOM, BLOCKED)
+
+# Phases of a run in which a failure happened
+SETUP, WARMUP, CAPTURE, STEADY, TEARDOWN = "setup", "warmup", "capture", "steady", "teardown"
+PHASES = (SETUP, WARMUP, CAPTURE, STEADY, TEARDOWN)
+
+# --------------------------------------------------------------------------------------------------
+# Cell verdicts (comparison.parquet `verdict`), in report order: results first, then what blocked a result
+SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE = "speedup", "slowdown", "neutral", "inconclusive"
+NOT_COMPARABLE = "not-comparable"  # the arms ran in different environments (graphsweep/provenance.py)
+FAILED, BASELINE_FAILED = "failed", "baseline-failed"
+VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, BLOCKED, OOM, INVALID, FAILED, BASELINE_FAILED, NOT_COMPARABLE)
+TIMING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE)  # the arms' step times were compared
+DECIDED_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL)
+# Verdicts that compare the two arms, so they need runs made in one environment
+COMPARING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, OOM)
+# speedup green, slowdown red, neutral grey, inconclusive amber, the rest purple / dark
+VERDICT_COLORS = {
+    SPEEDUP: "#1a7f37", SLOWDOWN: "#cf222e", NEUTRAL: "#6e7781", INCONCLUSIVE: "#b08800", BLOCKED: "#8250df",
+    OOM: "#5b2bb5", INVALID: "#953800", FAILED: "#24292f", BASELINE_FAILED: "#424a53", NOT_COMPARABLE: "#57606a",
+}  # fmt: skip
+
+# --------------------------------------------------------------------------------------------------
+# Arms and variants
+EAGER = "eager"  # the eager arm, and the eager variant's name
+GRAPH = "graph"
+CONTROL = "control"  # the second eager arm of an A/A cell
+PAIR = "pair"  # one job that runs both arms of a cell in ABBA order (spec `pairing: true`)
+ARMS = (EAGER, GRAPH, CONTROL, PAIR)
+ABBA_DRIVER = "graphsweep.run.abba"  # python -m ABBA_DRIVER runs a pair job's segments (graphsweep/run/abba.py)
+AA = "aa"  # the A/A control cell's variant name (eager against eager: the measured false-positive rate)
+RESERVED_VARIANT_NAMES = (EAGER, AA)
+
+
+# --------------------------------------------------------------------------------------------------
+# Records that cross stages
+@dataclass(frozen=True)
+class Violation:
+    """A constraint that rejects a run before it costs a GPU second (graphsweep/constraints)."""
+
+    rule: str  # the constraint's id; a run that hits the same assertion at run time carries it too
+    message: str  # the text Megatron prints (or ours where Megatron has none)
+    source: str  # where the constraint comes from (file:line @ version), or "graphsweep"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What one job runs: the command, its environment, its GPU layout (and for a pair job, both arms' plans)."""
+
+    argv: list[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    gpus: int = 1
+    nodes: int = 1
+    gpus_per_node: int = 1
+    tasks_per_node: int = 1
+    overrides: Mapping[str, Any] = field(default_factory=dict)  # megatron_bridge: the Hydra overrides of this run
+    srun: bool = False  # start the training as its own srun step (multi-task / container launches)
+    srun_args: list[str] = field(default_factory=list)
+    # a pair job: the arms' own plans (A = eager, B = the other arm) and the segment order. In memory only: the
+    # driver's argv already carries them (--plans, --order), so config.yaml and to_dict() hold them once, there.
+    arms: Mapping[str, "LaunchPlan"] = field(default_factory=dict, compare=False)
+    order: tuple[str, ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as config.yaml's `launch` section holds it (and the ABBA driver's --plans)."""
+        return {"argv": list(self.argv), "env": dict(self.env), "gpus": self.gpus, "nodes": self.nodes,
+                "gpus_per_node": self.gpus_per_node, "tasks_per_node": self.tasks_per_node, "srun": self.srun,
+                "srun_args": list(self.srun_args), "overrides": dict(self.overrides)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LaunchPlan":
+        return cls(argv=[str(a) for a in d.get("argv", [])], env={str(k): str(v) for k, v in (d.get("env") or {}).items()},
+                   gpus=int(d.get("gpus", 1)), nodes=int(d.get("nodes", 1)), gpus_per_node=int(d.get("gpus_per_node", 1)),
+                   tasks_per_node=int(d.get("tasks_per_node", 1)), srun=bool(d.get("srun", False)),
+                   srun_args=[str(a) for a in d.get("srun_args", [])], overrides=dict(d.get("overrides") or {}))
+
+    def shell(self) -> str:
+        """The command exactly as it runs, as a user would paste it into a shell: every value quoted."""
+        env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(self.env.items()))
+        cmd = shlex.join(self.argv)
+        if self.srun:
+            cmd = shlex.join(["srun", *self.srun_args]) + " " + cmd
+        return f"{env} {cmd}".strip()
+
+
+# --------------------------------------------------------------------------------------------------
+# The words of a sweep (design.md): a shape is one point of the axes, a variant a graph setting, a cell shape x
+# variant judged against its shape's eager baseline, an arm eager or graph, a run one job of one arm for one repeat
+class SpecError(ValueError):
+    """A sweep spec is invalid. The message names the file, the key and the value."""
+
+    def __init__(self, path: str | Path, key: str, value: Any, problem: str):
+        self.path, self.key, self.value, self.problem = str(path), key, value, problem
+        shown = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        super().__init__(f"{path}: key '{key}' = {shown}: {problem}")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A graph setting. impl is 'none' for eager, else local | transformer_engine | full_iteration."""
+
+    name: str
+    impl: str
+    scope: tuple[str, ...] = ()
+    overrides: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def is_graph(self) -> bool:
+        return self.impl != "none"
+
+    @property
+    def is_full_iteration(self) -> bool:
+        return self.impl == "full_iteration"
+
+
+EAGER_VARIANT = Variant(EAGER, "none")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One job: one arm of one shape for one repeat."""
+
+    sweep: str
+    run_id: str
+    shape_id: str
+    cell_id: str  # graph run: its cell; eager run: "<shape_id>.eager" (it serves every cell of the shape)
+    arm: str  # eager | graph | control | pair (one job running both arms of a cell in ABBA order, graphsweep/workloads/paired.py)
+    variant: Variant
+    repeat: int
+    shape: Mapping[str, Any]  # axis -> value (what varies)
+    settings: Mapping[str, Any]  # fixed + shape (what the workload gets)
+    workload: Mapping[str, Any]
+    warmup: int
+    iterations: int
+    gpus: int
+    executor: Mapping[str, Any]
+    has_full_iteration_variant: bool  # a full-iteration variant exists for this shape (fairness of NaN checks)
+
+    @property
+    def total_iterations(self) -> int:
+        # warmup eager steps, the capture iteration, then the measured ones
+        return self.warmup + 1 + self.iterations
+
+    @property
+    def is_pair(self) -> bool:
+        return self.arm == PAIR
+
+    def pair_arms(self) -> tuple["RunSpec", "RunSpec"]:
+        """The two arms one pair job runs: (eager, graph) - or (eager, control) for an A/A cell.
+
+        Each keeps the pair's repeat (the builtin workload's seed), so both arms see the same data.
+        """
+        if not self.is_pair:
+            raise ValueError(f"run {self.run_id!r} is a {self.arm} run, not a pair job (spec `pairing: true`)")
+        other = GRAPH if self.variant.is_graph else CONTROL
+        eager = replace(self, run_id=pair_run_id(self.run_id, EAGER), arm=EAGER, variant=EAGER_VARIANT)
+        return eager, replace(self, run_id=pair_run_id(self.run_id, other), arm=other)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "sweep": self.sweep,
+            "run_id": self.run_id,
+            "shape_id": self.shape_id,
+            "cell_id": self.cell_id,
+            "arm": self.arm,
+            "variant": self.variant.name,
+            "impl": self.variant.impl,
+            "scope": "+".join(self.variant.scope),
+            "repeat": self.repeat,
+            "warmup": self.warmup,
+            "iterations": self.iterations,
+            "gpus": self.gpus,
+            "workload": self.workload["kind"],
+            "shape": dict(self.shape),
+            "settings": dict(self.settings),
+        }
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Shape x graph variant, judged against the eager baseline of its shape."""
+
+    cell_id: str
+    shape_id: str
+    variant: Variant
+    shape: Mapping[str, Any]
+    eager_run_ids: tuple[str, ...]
+    graph_run_ids: tuple[str, ...]
+    is_control: bool = False
+    pair_run_ids: tuple[str, ...] = ()  # pairing: the jobs; eager/graph ids above are their measured arms
+
+
+def pair_run_id(job_run_id: str, arm: str) -> str:
+    """Id of one measured arm of a pair job (a row of runs.parquet): `{cell_id}.pair.r{k}.{arm}`."""
+    return f"{job_run_id}.{arm}"
+
+
+# --------------------------------------------------------------------------------------------------
+# The results layout
+@dataclass(frozen=True)
+class SweepPaths:
+    """Every file of a sweep's results folder, in one place.
+
+    With placeholders it gives Snakemake's patterns: ``SweepPaths("{results}", "{sweep}").run_json("{run_id}")``
+    is ``"{results}/{sweep}/runs/{run_id}/run.json"``.
+    """
+
+    results: str | Path
+    sweep: str
+
+    @property
+    def root(self) -> Path:
+        return Path(self.results) / self.sweep
+
+    # the sweep's tables and reports
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.parquet"
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs.parquet"
+
+    @property
+    def iterations(self) -> Path:
+        return self.root / "iterations.parquet"
+
+    @property
+    def comparison(self) -> Path:
+        return self.root / "comparison.parquet"
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / "report.md"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def extra_repeats(self) -> Path:
+        return self.root / "extra_repeats.yaml"  # written by `graphsweep more-repeats`
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.root / "archive"
+
+    @property
+    def run_dirs(self) -> Path:
+        return self.root / "runs"
+
+    def rule_log(self, rule: str, run_id: str | None = None) -> Path:
+        return self.root / "logs" / (f"{rule}/{run_id}.log" if run_id else f"{rule}.log")
+
+    # one run's folder
+    def run_dir(self, run_id: str) -> Path:
+        return self.run_dirs / run_id
+
+    def run_config(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / "config.yaml"
+
+    def run_json(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / "run.json"
+
+    def run_log(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / "log.txt"
+
+    def run_iterations(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / "iterations.parquet"
+
+    def run_summary(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / "summary.json"
+
+    # job plumbing (not declared outputs: a killed controller reattaches from here)
+    def jobs_dir(self, run_id: str) -> Path:
+        return self.root / ".jobs" / run_id
+
+    def job_side(self, run_id: str) -> Path:
+        return self.jobs_dir(run_id) / JOB_SIDE
+
+    def job_failure(self, run_id: str) -> Path:
+        return self.jobs_dir(run_id) / JOB_FAILURE
+
+
+JOB_SIDE = "job.json"  # the in-flight job of a run (cluster, job id, its log): reattach reads it
+JOB_FAILURE = "failed.json"  # the last infrastructure failure of a run (for `graphsweep status`)
+
+
+def run_dir_logs(run_dir: Path) -> list[Path]:
+    """The files of one run's log: log.txt plus the per-rank logs of a multi-process launch (ranks/*.log)."""
+    files = [run_dir / "log.txt"]
+    files += sorted((run_dir / "ranks").glob("*.log")) if (run_dir / "ranks").is_dir() else []
+    return [f for f in files if f.exists()]
+
+
+RUN_DIR_FILES = ("config.yaml", "run.json", "log.txt", "iterations.parquet", "summary.json")

@@ -1,0 +1,29 @@
+"""The workload protocol: what the planner asks of every kind of training a sweep can run.
+
+A workload is a plug-in below the spec: it knows its own settings (`validate`), the constraints its runs can break
+before a job (`preflight`), the exact command of a run (`launch_plan`) and what a run costs (`estimate`). It sees
+runs (graphsweep.vocab.RunSpec), never the whole sweep, so a new workload is one module and one registry line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from graphsweep.vocab import LaunchPlan, RunSpec, Violation
+
+
+class Workload(Protocol):
+    KIND: str  # the spec's workload.kind
+
+    def validate(self, raw: Mapping[str, Any], path: str | Path) -> None:
+        """Raise SpecError (file, key, value) for settings this workload cannot run; called when a spec loads."""
+
+    def preflight(self, run: RunSpec) -> list[Violation]:
+        """The constraints this run breaks (no GPU, no training framework imported)."""
+
+    def launch_plan(self, run: RunSpec) -> LaunchPlan:
+        """The exact command, environment and GPU layout of this run's job."""
+
+    def estimate(self, run: RunSpec) -> float:
+        """GPU-seconds the run asks for (the dry run's cost; blocked runs report it as saved)."""

@@ -1,0 +1,86 @@
+"""The builtin workload, controller side: the settings of the small GPT in graphsweep/entry/builtin_gpt.py, their
+checks, the command of a run and its cost. No torch here: the controller never imports it."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from graphsweep.entry.builtin_settings import REQUIRED, SCOPES, SETTINGS, TRAINER, setting_problem, shape_problem
+from graphsweep.vocab import EAGER, LaunchPlan, RunSpec, SpecError, Violation
+
+KIND = "builtin"
+SETUP_SECONDS, STEP_SECONDS = 10.0, 0.05  # rough cost of a run when nothing better is known
+
+
+def _sections(raw: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    out: list[tuple[str, Mapping[str, Any]]] = [("axes", raw["axes"]), ("fixed", raw.get("fixed", {}))]
+    out += [(f"include.{i}", item) for i, item in enumerate(raw.get("include", []))]
+    return out
+
+
+def validate(raw: Mapping[str, Any], path: str | Path) -> None:
+    """Every setting known, of its type and range, per value; heads divide hidden in every shape."""
+    for section, mapping in _sections(raw):
+        for key in mapping:
+            if key not in SETTINGS:
+                raise SpecError(path, f"{section}.{key}", mapping[key],
+                                f"the builtin workload has no setting '{key}'; known: {', '.join(sorted(SETTINGS))}")
+    missing = [k for k in REQUIRED if k not in raw["axes"] and k not in raw.get("fixed", {})]
+    if missing:
+        raise SpecError(path, "fixed", raw.get("fixed", {}),
+                        f"the builtin workload needs {', '.join(missing)} (in axes or fixed)")
+    for i, v in enumerate(raw["variants"]):
+        bad = set(v.get("scope", ())) - set(SCOPES) - {"full_iteration"}
+        if bad:
+            raise SpecError(path, f"variants.{i}.scope", v.get("scope"),
+                            f"the builtin workload graphs only {list(SCOPES)}")
+    for section, mapping in _sections(raw):
+        for key, values in mapping.items():
+            for value in (values if section == "axes" else [values]):
+                if problem := setting_problem(key, value):
+                    raise SpecError(path, f"{section}.{key}", value, problem)
+    fixed = raw.get("fixed", {})
+    for where, shape in _shapes(raw):
+        if problem := shape_problem({**fixed, **shape}):
+            section = where if "heads" in shape and where != "axes" else ("axes" if "heads" in raw["axes"] else "fixed")
+            raise SpecError(path, f"{section}.heads", {**fixed, **shape}.get("heads"), problem)
+
+
+def _shapes(raw: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(where it comes from, shape) for every shape the spec runs: the axes' cross product minus excludes, includes."""
+    keys = list(raw["axes"])
+    excludes = raw.get("exclude", [])
+    crossed = [dict(zip(keys, combo)) for combo in itertools.product(*(raw["axes"][k] for k in keys))]
+    kept = [("axes", s) for s in crossed if not any(all(s.get(k) == v for k, v in ex.items()) for ex in excludes)]
+    return kept + [(f"include.{i}", dict(item)) for i, item in enumerate(raw.get("include", []))]
+
+
+def preflight(run: RunSpec) -> list[Violation]:
+    return []  # the trainer itself says when it cannot run a graph here (no CUDA: blocked, exit 3)
+
+
+def launch_plan(run: RunSpec, python: str | None = None) -> LaunchPlan:
+    s = run.settings
+    argv = [python or sys.executable, "-m", TRAINER]
+    for key in REQUIRED:
+        argv += [f"--{key.replace('_', '-')}", str(s[key])]
+    argv += ["--warmup", str(run.warmup), "--iters", str(run.total_iterations), "--seed", str(run.repeat)]
+    for key in ("vocab", "dtype", "mem_fraction"):
+        if key in s:
+            argv += [f"--{key.replace('_', '-')}", str(s[key])]
+    v = run.variant
+    if not v.is_graph:
+        argv += ["--variant", EAGER]
+    elif v.is_full_iteration:
+        argv += ["--variant", "full_iteration"]
+    else:
+        argv += ["--variant", "scoped", "--scope", ",".join(v.scope)]
+    env = {str(k): str(val) for k, val in run.workload.get("env", {}).items()}
+    return LaunchPlan(argv=argv, env=env, gpus=1, nodes=1, gpus_per_node=1)
+
+
+def estimate(run: RunSpec) -> float:
+    return run.gpus * (SETUP_SECONDS + STEP_SECONDS * run.total_iterations)

@@ -1,0 +1,365 @@
+"""The megatron_bridge workload, controller side: from a run to the exact command a performance engineer would type.
+
+Three launch modes (spec `workload.launch`):
+- ``entry``: graphsweep's own entry script (graphsweep/entry/megatron_entry.py, run by path inside the user's
+  container) builds the Bridge recipe config, applies the Hydra overrides with Bridge's omegaconf_utils and
+  prints post-capture memory plus explicit capture/replay markers on every iteration;
+- ``run_recipe``: Bridge's ``scripts/training/run_recipe.py --recipe NAME`` with trailing overrides (reference 4.2);
+- ``perf_harness``: ``scripts/performance/run_script.py`` flags (reference 4.4; it has no h200 GPU choice, so
+  ``-g h100``: same sm_90, 8 GPUs a node, perf recipes are looked up by name).
+
+Fairness (design "Measurement rules"): every arm of a shape gets the same overrides and environment except the
+graph switch. The graph switch is the cuda_graph_* keys plus the TE RNG tracker flags, which Megatron requires for
+graphs (Bridge gpt_provider.py L232-237) and which eager keeps at the recipe's value. When the sweep has a
+full-iteration variant, the NaN checks that variant must turn off are off in every arm of the shape, eager
+included, so both arms do the same work per step.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from graphsweep.constraints import catalogue
+from graphsweep.constraints.graph import normalise_mcore
+from graphsweep.constraints.hydra import format_override
+from graphsweep.constraints.runtime import UNLAUNCHABLE
+from graphsweep.vocab import LaunchPlan, RunSpec, SpecError, Variant, Violation
+
+KIND = "megatron_bridge"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENTRY_RELPATH = "graphsweep/entry/megatron_entry.py"
+
+# Settings keys that are graphsweep's, not Bridge config paths.
+SPECIAL_KEYS = {"gpus", "est_step_s", "compute_dtype"}
+
+# Keys graphsweep owns: the graph switch and the measurement window. A spec that sets them would make the arms
+# differ in more than the graph switch, or break the steady window.
+GRAPH_KEYS = ("model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_modules")
+WINDOW_KEYS = {
+    "train.train_iters": "iterations (and warmup): train_iters = warmup + 1 capture + iterations",
+    "model.cuda_graph_warmup_steps": "warmup",
+    "logger.log_interval": "nothing: every iteration is logged (log_interval=1)",
+}
+NAN_KEYS = ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
+RNG_KEYS = ("model.use_te_rng_tracker", "rng.te_rng_tracker")
+
+# One environment for all arms. COMMON_RECIPE_ENV_VARS of Bridge recipes (recipes/utils/environment_utils.py,
+# reference 3.5) plus CUDA_DEVICE_MAX_CONNECTIONS=1 (H100 dense perf recipes; MoE recipes use 32: set it in
+# workload.env). Bridge applies recipe env with setdefault, so exporting them here makes the values explicit
+# and identical for both arms. NCCL_GRAPH_REGISTER=0 goes with expandable segments (MCore cuda_graphs.py).
+# Not TORCH_NCCL_AVOID_RECORD_STREAMS=1: it is torch's default from 2.8 on, and torch 2.11 warns that it is
+# deprecated; the entry sets it inside the job only for an older torch (megatron_entry.needs_avoid_record_streams).
+DEFAULT_ENV: dict[str, str] = {
+    "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    "NCCL_GRAPH_REGISTER": "0",
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_NCCL_HIGH_PRIORITY": "1",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+}
+
+# Perf harness: argument_parser.py -g choices have no h200 (reference 4.4).
+PERF_HARNESS_GPU = "h100"
+SETUP_SECONDS = 120.0  # container start, imports (51-64 s per process on the H200 runs), init, data
+DEFAULT_GPUS_PER_NODE = 8
+
+
+class MegatronSpecError(ValueError):
+    """A megatron_bridge spec that cannot become a fair command. Says which key to move where."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Overrides
+def mcore_generation(run: RunSpec) -> str:
+    """'0.18', '0.19' or 'auto' (the entry script detects the API; other launchers get the old spelling)."""
+    v = str(run.workload.get("mcore_version", "0.19"))
+    return "auto" if v == "auto" else normalise_mcore(v)
+
+
+def graph_overrides(variant: Variant, mcore: str) -> dict[str, Any]:
+    """The cuda_graph_* overrides of one arm, for one Megatron Core API generation.
+
+    <= 0.18 (and 'auto', which works on both: 0.19 migrates cuda_graph_scope with a DeprecationWarning, and
+    Bridge 0.6 maps local + [full_iteration] to full_iteration): ``cuda_graph_impl`` + ``cuda_graph_scope``.
+    >= 0.19: ``cuda_graph_impl`` (full_iteration is its own impl) + ``cuda_graph_modules``, and the deprecated
+    ``cuda_graph_scope`` cleared to null so a recipe that still sets it cannot trip "cuda_graph_scope and
+    cuda_graph_modules cannot be set together." (MCore transformer_config.py L2388). Never both set.
+    """
+    gen = "0.18" if mcore == "auto" else normalise_mcore(mcore)
+    if gen == "0.18":
+        if not variant.is_graph:
+            return {"model.cuda_graph_impl": "none"}
+        if variant.is_full_iteration:
+            return {"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["full_iteration"]}
+        return {"model.cuda_graph_impl": "transformer_engine", "model.cuda_graph_scope": list(variant.scope)}
+    if not variant.is_graph:
+        return {"model.cuda_graph_impl": "none", "model.cuda_graph_modules": [], "model.cuda_graph_scope": None}
+    if variant.is_full_iteration:
+        return {"model.cuda_graph_impl": "full_iteration", "model.cuda_graph_modules": [], "model.cuda_graph_scope": None}
+    return {
+        "model.cuda_graph_impl": "transformer_engine",
+        "model.cuda_graph_modules": list(variant.scope),
+        "model.cuda_graph_scope": None,
+    }
+
+
+def owned_key_problem(key: str) -> str | None:
+    """Why a spec may not set this key itself (it is graphsweep's: the graph switch or the measurement window)."""
+    if key in GRAPH_KEYS or key in RNG_KEYS:
+        return ("the graph switch; give graph settings as variants (impl + scope), so the eager and graph arms "
+                "differ only there")
+    if key in WINDOW_KEYS:
+        return f"set by graphsweep from the spec's {WINDOW_KEYS[key]}; remove it"
+    return None
+
+
+def validate(raw: Mapping[str, Any], path: str | Path) -> None:
+    """No spec section may set the keys graphsweep owns (SpecError names the section and key)."""
+    sections = [("workload.overrides", raw["workload"].get("overrides") or {}), ("axes", raw["axes"]),
+                ("fixed", raw.get("fixed", {}))]
+    sections += [(f"include.{i}", item) for i, item in enumerate(raw.get("include", []))]
+    for section, mapping in sections:
+        for key, value in mapping.items():
+            if problem := owned_key_problem(key):
+                raise SpecError(path, f"{section}.{key}", value, f"'{key}' is {problem}")
+
+
+def bridge_settings(run: RunSpec) -> dict[str, Any]:
+    """The spec's Bridge config paths for this run: workload.overrides, then fixed + axes (graphsweep keys removed)."""
+    out: dict[str, Any] = {}
+    for source, mapping in (("workload.overrides", run.workload.get("overrides") or {}), ("settings", run.settings)):
+        for key, value in mapping.items():
+            if key in SPECIAL_KEYS or key.startswith("env."):
+                continue
+            if problem := owned_key_problem(key):
+                raise MegatronSpecError(f"{source}: '{key}' is {problem}")
+            out[key] = value
+    # Bridge checks that model and dataset agree on the sequence length (run_recipe.py syncs them after
+    # overrides); give both so every launcher gets the same shape.
+    for a, b in (("model.seq_length", "dataset.seq_length"), ("dataset.seq_length", "model.seq_length")):
+        if a in out and b not in out:
+            out[b] = out[a]
+    return out
+
+
+def run_overrides(run: RunSpec, mcore: str | None = None) -> dict[str, Any]:
+    """Every Hydra override of this run, in application order (later wins)."""
+    mcore = mcore or mcore_generation(run)
+    out = bridge_settings(run)
+    out["train.train_iters"] = run.total_iterations
+    out["logger.log_interval"] = 1
+    out["model.cuda_graph_warmup_steps"] = run.warmup
+    if run.has_full_iteration_variant:
+        # Fairness: the full-iteration arm must run without NaN checks (Bridge config.py L1364-1369; grad check:
+        # "NaN checks involve CPU-GPU synchronization which cannot run inside a CUDA graph"), so every arm of
+        # the shape does. An explicit user value wins (and then preflight blocks the full-iteration cell).
+        for key in NAN_KEYS:
+            out.setdefault(key, False)
+    out.update(graph_overrides(run.variant, mcore))
+    if run.variant.is_graph:
+        # Required for any CUDA graph (Bridge gpt_provider.py L232-237); the only other graph-arm difference.
+        for key in RNG_KEYS:
+            out[key] = True
+    for key, value in (run.variant.overrides or {}).items():
+        out[key] = value  # graph-arm extras the spec asked for explicitly
+    return out
+
+
+def run_env(run: RunSpec) -> dict[str, str]:
+    """The job environment: defaults, then workload.env (the same for every arm)."""
+    env = dict(DEFAULT_ENV)
+    for key, value in (run.workload.get("env") or {}).items():
+        env[str(key)] = _env_str(value)
+    return env
+
+
+def _env_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Launch
+def gpus_per_node(run: RunSpec) -> int:
+    return int(run.executor.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE)
+
+
+def layout(run: RunSpec) -> tuple[int, int]:
+    """(nodes, GPUs per node) for this run: full nodes first, one task per GPU."""
+    gpn = gpus_per_node(run)
+    nodes = max(1, math.ceil(run.gpus / gpn))
+    if nodes > 1 and run.gpus % gpn:
+        raise MegatronSpecError(
+            f"gpus = {run.gpus} does not fill {nodes} nodes of {gpn} GPUs (executor.gpus_per_node); "
+            "use a multiple of gpus_per_node so every node runs the same number of ranks"
+        )
+    return nodes, min(run.gpus, gpn)
+
+
+def _slurm(run: RunSpec) -> Mapping[str, Any]:
+    return run.executor.get("slurm") or {}
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v for v in value.split(",") if v]
+    return [str(v) for v in value]
+
+
+def entry_path(run: RunSpec) -> str:
+    """Where the entry script is inside the job: the repository, mounted at the same path (see srun_args)."""
+    return str(Path(_slurm(run).get("graphsweep_dir") or REPO_ROOT) / ENTRY_RELPATH)
+
+
+def program_argv(run: RunSpec, overrides: Mapping[str, Any]) -> list[str]:
+    """The per-rank program: script and arguments, without the launcher."""
+    wl = run.workload
+    launch = wl.get("launch", "entry")
+    recipe = wl.get("recipe")
+    if not recipe:
+        raise MegatronSpecError("workload.recipe: a megatron_bridge sweep needs a recipe (e.g. llama3_8b_pretrain_config)")
+    bridge = str(wl.get("bridge_dir", "/opt/Megatron-Bridge"))
+    hydra = [format_override(k, v) for k, v in overrides.items()]
+    if launch == "entry":
+        return [entry_path(run), "--recipe", recipe, "--graph-api", mcore_generation(run), *hydra]
+    if launch == "run_recipe":
+        return [f"{bridge}/scripts/training/run_recipe.py", "--recipe", recipe, *hydra]
+    if launch == "perf_harness":
+        family, sep, model = str(recipe).partition(":")
+        if not sep:
+            raise MegatronSpecError(
+                f"workload.recipe = {recipe!r}: the perf harness needs 'family:model_recipe', e.g. 'qwen:qwen3_30b_a3b'"
+            )
+        _, gpn = layout(run)
+        argv = [
+            f"{bridge}/scripts/performance/run_script.py",
+            "-m", family, "-mr", model, "--task", "pretrain",
+            "-g", PERF_HARNESS_GPU, "-c", str(run.settings.get("compute_dtype", "bf16")),
+            "-ng", str(run.gpus), "-gn", str(gpn),
+        ]  # fmt: skip
+        v = run.variant
+        if not v.is_graph:
+            argv += ["--cuda_graph_impl", "none"]
+        elif v.is_full_iteration:
+            argv += ["--cuda_graph_impl", "local", "--cuda_graph_scope", "full_iteration"]
+        else:
+            argv += ["--cuda_graph_impl", "transformer_engine", "--cuda_graph_scope", ",".join(v.scope)]
+        # The harness sets the graph switch itself from the flags (overrides.py _set_cuda_graph_overrides,
+        # which translates for MCore 0.19); everything else goes as trailing Hydra overrides, applied last.
+        rest = {k: val for k, val in overrides.items() if k not in GRAPH_KEYS}
+        return argv + [format_override(k, val) for k, val in rest.items()]
+    raise MegatronSpecError(f"workload.launch = {launch!r}: use entry, run_recipe or perf_harness")
+
+
+def srun_args(run: RunSpec, rank_log_dir: str | None = None) -> list[str]:
+    """The srun step: one task per GPU on every node (Bridge derives RANK/WORLD_SIZE/MASTER_* from SLURM_*)."""
+    nodes, gpn = layout(run)
+    args = [f"--nodes={nodes}", f"--ntasks={nodes * gpn}", f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=1"]
+    slurm = _slurm(run)
+    image = slurm.get("container_image")
+    if image:
+        repo = str(Path(slurm.get("graphsweep_dir") or REPO_ROOT))
+        mounts = [f"{repo}:{repo}", *_as_list(slurm.get("container_mounts"))]
+        args += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}", "--no-container-mount-home"]
+        if slurm.get("container_workdir"):
+            args.append(f"--container-workdir={slurm['container_workdir']}")
+    args += _as_list(slurm.get("srun_args"))
+    if rank_log_dir:
+        args += [f"--output={rank_log_dir}/rank-%t.log", f"--error={rank_log_dir}/rank-%t.log"]
+    return args
+
+
+def launch_plan(run: RunSpec, *, rank_log_dir: str | None = None) -> LaunchPlan:
+    """The exact command of one run.
+
+    On a Slurm cluster (executor.cluster = slurm) the training is an ``srun`` step with one task per GPU, started
+    by the submitit task on the allocation's first node (see :func:`slurm_parameters`). Elsewhere it is one
+    ``torchrun`` (``python -m torch.distributed.run``) on this node.
+    """
+    overrides = run_overrides(run)
+    program = program_argv(run, overrides)
+    python = str(run.workload.get("python", "python"))
+    nodes, gpn = layout(run)
+    env = run_env(run)
+    if run.executor.get("cluster") == "slurm":
+        return LaunchPlan(
+            argv=[python, *program], env=env, gpus=run.gpus, nodes=nodes, gpus_per_node=gpn, tasks_per_node=gpn,
+            overrides=overrides, srun=True, srun_args=srun_args(run, rank_log_dir),
+        )  # fmt: skip
+    if nodes > 1:
+        raise MegatronSpecError(
+            f"gpus = {run.gpus} needs {nodes} nodes; multi-node runs need executor.cluster = slurm"
+        )
+    torchrun = [python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc-per-node={gpn}"]
+    if rank_log_dir:
+        torchrun += [f"--log-dir={rank_log_dir}", "--tee=3"]
+    return LaunchPlan(
+        argv=[*torchrun, *program], env=env, gpus=run.gpus, nodes=1, gpus_per_node=gpn, tasks_per_node=1,
+        overrides=overrides, srun=False,
+    )  # fmt: skip
+
+
+def slurm_parameters(run: RunSpec) -> dict[str, Any]:
+    """submitit parameters that realise the launch shape.
+
+    The submitit task itself runs once, on the first node, in the controller's own environment
+    (``slurm_use_srun=False``: NeMo containers have no submitit); it starts the training as its own ``srun`` step
+    into the container. The allocation still asks for one task per GPU so that step fits in it.
+    """
+    nodes, gpn = layout(run)
+    return {
+        "nodes": nodes,
+        "tasks_per_node": gpn,
+        "gpus_per_node": gpn,
+        "slurm_use_srun": False,
+        "timeout_min": int(run.executor.get("timeout_min", 10)),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Preflight and cost
+def preflight(run: RunSpec) -> list[Violation]:
+    """Rules that reject this run's exact overrides and environment (no GPU, no Megatron import)."""
+    mcore = mcore_generation(run)
+    generation = "0.19" if mcore == "auto" else mcore
+    try:
+        settings = run_overrides(run, generation)
+        layout(run)
+    except MegatronSpecError as exc:
+        return [Violation(UNLAUNCHABLE.id, str(exc), UNLAUNCHABLE.source)]
+    return catalogue.check(
+        settings, run_env(run), gpus=run.gpus, mcore=generation, te_version=run.workload.get("te_version")
+    )
+
+
+# Dense-equivalent FLOP guesses for named recipes (active parameters), for the dry-run estimate only.
+_RECIPE_PARAMS = {"llama3_8b": 8.0e9, "llama3_70b": 70e9, "qwen3_30b_a3b": 3.3e9, "llama32_1b": 1.2e9}
+_EFFECTIVE_FLOPS_PER_GPU = 350e12  # bf16 H100/H200 model TFLOP/s a tuned dense recipe reaches
+
+
+def estimate_step_seconds(run: RunSpec) -> float:
+    """A per-iteration time guess: spec `est_step_s` when given, else 6 * params * tokens / (GPUs * flops)."""
+    for source in (run.settings, run.workload, run.executor):
+        if source.get("est_step_s") is not None:
+            return float(source["est_step_s"])
+    s = {**(run.workload.get("overrides") or {}), **run.settings}
+    seq = float(s.get("model.seq_length") or s.get("dataset.seq_length") or 4096)
+    mbs = float(s.get("train.micro_batch_size") or 1)
+    gbs = float(s.get("train.global_batch_size") or mbs * run.gpus)
+    hidden, layers = s.get("model.hidden_size"), s.get("model.num_layers")
+    recipe = str(run.workload.get("recipe", "")).split(":")[-1]
+    params = next((p for name, p in _RECIPE_PARAMS.items() if recipe.startswith(name)), None)
+    if hidden and layers:
+        params = 12.0 * float(layers) * float(hidden) ** 2
+    if params is None:
+        return 1.0
+    return max(0.05, 6.0 * params * gbs * seq / (run.gpus * _EFFECTIVE_FLOPS_PER_GPU))
+
+
+def estimate(run: RunSpec) -> float:
+    """GPU-seconds one run requests: GPUs x (iterations x step guess + setup)."""
+    return run.gpus * (run.total_iterations * estimate_step_seconds(run) + SETUP_SECONDS)

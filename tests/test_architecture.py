@@ -1,0 +1,155 @@
+"""The house's shape, from the code's own imports (docs/architecture.md draws it): floors that import only
+downward, no import circle, no import hidden in a function unless its library is optional where the code runs,
+and no module a newcomer cannot read in one sitting."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "graphsweep"
+
+# Bottom to top. A module imports from its own package or from packages on lower floors, never from above or
+# from a sibling on its own floor.
+FLOORS: list[set[str]] = [
+    {"__init__", "vocab", "logformat", "provenance", "smk"},  # ground: the vocabulary, standard library only
+    {"constraints", "entry", "store"},
+    {"workloads", "parse", "judge"},
+    {"sweepspec", "report"},
+    {"plan", "run"},
+    {"commands"},
+    {"cli"},  # the `graphsweep` command: its sub-commands
+]
+GROUND = FLOORS[0]
+# Imported inside functions on purpose: absent on the controller (Megatron, TE, torch live in the job's container).
+OPTIONAL = {"megatron", "torch", "transformer_engine"}
+MAX_LINES = 600
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(module imported, line, inside a function?) for every import in the file, `from x import y` resolved to
+    x.y when x.y is a module of ours."""
+    tree = ast.parse(path.read_text())
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inside |= {id(n) for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno, id(node) in inside) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                out.append((full if full in MODULES else node.module, node.lineno, id(node) in inside))
+    return out
+
+
+def _floor_of(module: str) -> tuple[int, str]:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    for i, floor in enumerate(FLOORS):
+        if top in floor:
+            return i, top
+    raise AssertionError(f"{module}: its package {top!r} is on no floor of FLOORS; put it on one")
+
+
+def _graph() -> dict[str, set[str]]:
+    return {
+        name: {m for m, _, _ in _imports(path) if m in MODULES and m != name}
+        for name, path in MODULES.items()
+    }
+
+
+def test_every_module_is_on_a_floor() -> None:
+    for name in MODULES:
+        _floor_of(name)
+
+
+def test_imports_only_run_down_the_house() -> None:
+    upward = []
+    for name, path in MODULES.items():
+        floor, package = _floor_of(name)
+        for target, line, _ in _imports(path):
+            if target not in MODULES:
+                continue
+            t_floor, t_package = _floor_of(target)
+            if t_package == package or t_floor < floor or (t_floor == 0 and floor == 0):
+                continue
+            upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} (floor {t_floor} >= {floor})")
+    assert not upward, "imports that run up or sideways:\n" + "\n".join(upward)
+
+
+def test_ground_floor_is_standard_library_only() -> None:
+    """The entry programs import these inside the user's container, where only Python itself is certain."""
+    outside = []
+    for name in sorted(n for n in MODULES if _floor_of(n)[0] == 0):
+        for target, line, in_function in _imports(MODULES[name]):
+            top = target.split(".")[0]
+            if top == "graphsweep" or top in sys.stdlib_module_names or top == "__future__":
+                continue
+            if in_function and top in OPTIONAL:
+                continue
+            outside.append(f"{name}:{line} imports {target}")
+    assert not outside, outside
+
+
+def test_no_import_circle() -> None:
+    graph = _graph()
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    circles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                circles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_no_hidden_imports() -> None:
+    hidden = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} inside a function"
+        for path in MODULES.values()
+        for target, line, in_function in _imports(path)
+        if in_function and target.split(".")[0] not in OPTIONAL
+    ]
+    assert not hidden, "\n".join(hidden)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_fits_one_sitting(name: str) -> None:
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines; split it by concern (limit {MAX_LINES})"
+
+
+def test_the_checks_see_a_real_upward_import(tmp_path: Path) -> None:
+    """The checker itself can fail: an import from report into store is caught."""
+    fake = tmp_path / "x.py"
+    fake.write_text("from graphsweep.report import write\n\ndef f():\n    import pandas\n")
+    found = _imports(fake)
+    assert ("graphsweep.report.write", 1, False) in found
+    assert ("pandas", 4, True) in found
+    assert _floor_of("graphsweep.report.write")[0] > _floor_of("graphsweep.store.tables")[0]

@@ -1,0 +1,95 @@
+"""One place for each name: verdicts, run outcomes and arms in graphsweep/vocab.py, constraint ids in the constraint
+catalogue, signature ids in the signature catalogue. A string literal spelling one of them anywhere else in the
+library, the rule files or the scripts fails here with its file and line."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from graphsweep import vocab
+from graphsweep.constraints.catalogue import CONSTRAINTS
+from graphsweep.parse.signatures import SIGNATURES
+from tests.conftest import ROOT
+
+NAMES = {
+    "verdict": set(vocab.VERDICTS),
+    "outcome": set(vocab.OUTCOMES),
+    "arm": set(vocab.ARMS) | {vocab.AA},
+}
+CONSTRAINT_IDS = {c.id for c in CONSTRAINTS}
+SIGNATURE_IDS = {s.id for s in SIGNATURES} - CONSTRAINT_IDS
+# Words that are something else in one module (file, word): why
+OTHER_MEANING = {
+    ("graphsweep/store/tables.py", "speedup"): "a column of comparison.parquet",
+    ("graphsweep/commands/status.py", "failed"): "a run status: an infrastructure failure the next snakemake retries",
+    ("graphsweep/plan/planner.py", "blocked"): "a dry-run summary field (runs preflight blocked)",
+}
+# where each kind of name is defined (and may be spelled)
+HOMES = {
+    "verdict": {"graphsweep/vocab.py"},
+    "outcome": {"graphsweep/vocab.py"},
+    "arm": {"graphsweep/vocab.py"},
+    "constraint": {"graphsweep/constraints/rules.py", "graphsweep/constraints/runtime.py"},
+    "signature": {"graphsweep/parse/signatures.py"},
+}
+
+
+def _sources() -> list[Path]:
+    return sorted([*(ROOT / "graphsweep").rglob("*.py"), *(ROOT / "scripts").glob("*.py")])
+
+
+def _literals(path: Path) -> list[tuple[int, str]]:
+    """String literals that name something, not docstrings and not keys of a record: `row["speedup"]`,
+    `row.get("speedup")` read a column or a JSON field that happens to share a word with the vocabulary."""
+    tree = ast.parse(path.read_text())
+    skip = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Subscript):
+            skip.add(id(n.slice))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args:
+            skip.add(id(n.args[0]))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip]
+
+
+def _offenders() -> list[str]:
+    out = []
+    for path in _sources():
+        rel = path.relative_to(ROOT).as_posix()
+        for line, text in _literals(path):
+            kinds = [k for k, names in NAMES.items() if text in names]
+            kinds += ["constraint"] if text in CONSTRAINT_IDS else []
+            kinds += ["signature"] if text in SIGNATURE_IDS else []
+            for kind in kinds:
+                if rel not in HOMES[kind] and (rel, text) not in OTHER_MEANING:
+                    out.append(f"{rel}:{line}: the {kind} name {text!r} belongs to {sorted(HOMES[kind])[0]}")
+    for path in sorted((ROOT / "rules").glob("*.smk")) + [ROOT / "Snakefile"]:
+        for k, line in enumerate(path.read_text().splitlines(), start=1):
+            for text in re.findall(r"[\"']([A-Za-z_-]+)[\"']", line):
+                if text in NAMES["verdict"] | NAMES["outcome"] | CONSTRAINT_IDS:
+                    out.append(f"{path.relative_to(ROOT)}:{k}: {text!r} is spelled outside the vocabulary")
+    return out
+
+
+def test_every_name_is_spelled_in_its_one_place():
+    assert _offenders() == []
+
+
+def test_the_check_sees_a_misplaced_name(tmp_path, monkeypatch):
+    # the test itself can fail: a module that spells a verdict is reported
+    bad = ROOT / "graphsweep" / "_vocabulary_probe.py"
+    bad.write_text('VERDICT = "speedup"\n')
+    try:
+        assert any("_vocabulary_probe.py:1: the verdict name 'speedup'" in o for o in _offenders())
+    finally:
+        bad.unlink()
+
+
+def test_constraint_and_signature_ids_are_unique():
+    assert len(CONSTRAINT_IDS) == len(CONSTRAINTS)
+    ids = [s.id for s in SIGNATURES if s.id not in CONSTRAINT_IDS]
+    assert len(ids) == len(set(ids))
