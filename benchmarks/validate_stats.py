@@ -1,287 +1,285 @@
-"""Validate graphsweep.stats.judge_cell on real iteration-time distributions.
+"""Validate the cell statistics (graphsweep/judge/interval.py) by resampling real H200 jobs without replacement.
 
-Simulates sweep cells whose truth is known and prints how often the verdict is wrong:
-- A/A (both arms from the same distribution): false-positive rate = share of speedup/slowdown
-  verdicts (target <= 5 %), at the default settings (3 repeats per arm, margin 2 %, 95 %);
-  also with 1 repeat per arm (within-run bootstrap), to show why one job is not enough.
-- A/B (graph arm 5 % faster, eager/graph = 1.05): power = share of speedup verdicts (target
-  >= 80 %), and the repeats per arm needed to reach 80 %.
+Truth is what the real jobs say, not a model: for A/A designs both arms are disjoint sets of jobs of ONE
+configuration (true ratio 1); for eager-vs-graph designs the arms are drawn from the eager and the graph
+configuration of one shape, and the truth is the all-jobs estimate (every job of both configurations). The jobs
+are benchmarks/realjobs.py's pool: every real H200 job committed in this repository.
 
-Each simulated run: pick one real run of the group, resample its steady-window iteration times
-(normalised to that run's median, so only its within-run shape is kept), multiply by the group
-median, by a per-job level shift exp(N(0, sigma_job)) with sigma_job the observed sd of log
-per-run medians across real jobs (or, with --levels empirical, a resampled real job level), and
-by 1/1.05 for the graph arm of A/B cells; round to 0.1 ms as Megatron prints it.
+Per design (jobs per arm, eager + graph; "->" = a second look after more-repeats) it prints:
+- A/A false verdicts: share of speedup/slowdown verdicts (each configuration weighted equally; worst configuration
+  among those with >= 8 jobs in brackets), and the A/A interval coverage of 1;
+- eager-vs-graph detection: share of draws reaching the all-jobs verdict, over the pairs whose all-jobs
+  verdict is speedup/slowdown; false verdicts there (a verdict the all-jobs estimate contradicts); interval
+  coverage of the all-jobs estimate.
+A configuration (pair) takes part in a design only when the design leaves at least one of its jobs out.
 
-Usage:
-  .venv/bin/python benchmarks/validate_stats.py                     # defaults, ~1-3 min on 2 cores
-  .venv/bin/python benchmarks/validate_stats.py --sims 300 --search-sims 100   # quick look
-  .venv/bin/python benchmarks/validate_stats.py --group "my eager=/path/run-*.log"  # add real jobs
-Documented figures: docs/statistics.md.
+    .venv/bin/python benchmarks/validate_stats.py                 # the table of docs/statistics.md (~1 min)
+    .venv/bin/python benchmarks/validate_stats.py --detail        # per-configuration rows as well
+    .venv/bin/python benchmarks/validate_stats.py --only 3+3 --draws 300
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
+import itertools
 import json
 import math
-import re
 import sys
 import time
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from graphsweep.judge.verdict import ArmRun, judge_cell  # noqa: E402
-from graphsweep.parse.window import steady_window  # noqa: E402
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+import realjobs  # noqa: E402
 
-FIXTURES = Path("/work/shared/fixtures")
-H200_JOBS = ROOT / "benchmarks" / "data" / "h200-jobs"
+from graphsweep.judge import interval as J  # noqa: E402
+from graphsweep.vocab import EAGER, INCONCLUSIVE, NEUTRAL, SLOWDOWN, SPEEDUP  # noqa: E402
 
-# Megatron Bridge training_log (src/megatron/bridge/training/utils/train_utils.py, 0.2-0.6; shared
-# docs/megatron-reference.md §5.1): "iteration {:8d}/{:8d} | ... | elapsed time per iteration (ms): {:.1f} |"
-ITER_RE = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([0-9.]+)")
-PRINT_STEP_MS = 0.1  # {:.1f}
-SEARCH_GRID = (3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 200, 256, 320, 400)
-MIXED = [  # (eager group, graph group): launch-bound eager against a quiet graph arm, as in real cells
-    ("H200 medium eager (12 jobs)", "H200 medium graph (12 jobs)"),
-    ("megatron eager (1 job)", "megatron te_attn (1 job)"),
-]
-EFFECT_GRID = (0.03, 0.05, 0.075, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50, 0.70, 1.0)
 
 
 @dataclass
-class Group:
+class Config:
     name: str
-    shapes: list[np.ndarray]  # per real run: steady iteration times / that run's median
-    medians: np.ndarray  # per real run steady median (ms)
-    sigma_job: float  # sd of log job level used in the simulation
-    sigma_note: str  # where sigma_job comes from
-
-    def __post_init__(self) -> None:
-        # The group's typical step time: geometric mean of the job medians, so job levels (lognormal or
-        # resampled real ones) average to 1 on the log scale and the simulated effect is the true one.
-        self.base = float(np.exp(np.mean(np.log(self.medians))))
+    shape: str
+    arm: str
+    medians: np.ndarray
+    steps: np.ndarray
 
 
-def load_runs(paths: list[str], first_allowed: int) -> tuple[list[np.ndarray], list[float]]:
-    shapes, medians = [], []
-    for p in sorted(paths):
-        its, ms = [], []
-        for line in open(p, errors="replace"):
-            m = ITER_RE.search(line)
-            if m:
-                its.append(int(m[1]))
-                ms.append(float(m[2]))
-        w = steady_window(its, ms, first_allowed)
-        if w.first is None:
-            print(f"  skip {p}: {w.reason}", file=sys.stderr)
-            continue
-        x = np.array([t for i, t in zip(its, ms) if w.first <= i <= w.last])
-        shapes.append(x / np.median(x))
-        medians.append(float(np.median(x)))
-    return shapes, medians
+def load_pool() -> dict[str, Config]:
+    out: dict[str, Config] = {}
+    for name, rs in realjobs.configs().items():
+        out[name] = Config(name, rs[0].shape, rs[0].arm, np.array([r.median_ms for r in rs]),
+                           np.array([r.print_step_ms for r in rs]))
+    return out
 
 
-def observed_sigma(medians: list[float]) -> float:
-    """sd of log medians across jobs, floored at the print resolution (0.1 ms rounding, sd step/sqrt(12))."""
-    floor = PRINT_STEP_MS / math.sqrt(12) / float(np.median(medians))
-    sd = float(np.std(np.log(medians), ddof=1)) if len(medians) > 1 else 0.0
-    return max(sd, floor)
-
-
-def default_groups(first_allowed: int) -> list[Group]:
-    specs: list[tuple[str, str, str | None]] = [
-        # (name, glob, borrow sigma from: None = own jobs)
-        ("H200 medium eager (12 jobs)", str(H200_JOBS / "medium-eager-*.log"), None),
-        ("H200 medium graph (12 jobs)", str(H200_JOBS / "medium-graph-*.log"), None),
-        ("H200 large eager (12 jobs)", str(H200_JOBS / "large-eager-*.log"), None),
-        ("probe medium eager (2 jobs)", str(FIXTURES / "h200-probe/medium-eager-*.log"), None),
-        ("probe medium graph (2 jobs)", str(FIXTURES / "h200-probe/medium-graph-*.log"), None),
-        ("megatron eager (1 job)", str(FIXTURES / "megatron-h200/eager.log"), "H200 medium eager (12 jobs)"),
-        ("megatron te_attn (1 job)", str(FIXTURES / "megatron-h200/te_attn.log"), "H200 large eager (12 jobs)"),
-        ("megatron local_full (1 job)", str(FIXTURES / "megatron-h200/local_full.log"), "H200 medium graph (12 jobs)"),
-    ]
-    groups: dict[str, Group] = {}
-    for name, pattern, borrow in specs:
-        paths = glob.glob(pattern)
-        if not paths:
-            print(f"  skip group {name!r}: no logs match {pattern}", file=sys.stderr)
-            continue
-        shapes, medians = load_runs(paths, first_allowed)
-        if not shapes:
-            continue
-        if borrow and borrow in groups:
-            sig, note = groups[borrow].sigma_job, f"borrowed: {borrow}"
-        else:
-            sig = observed_sigma(medians)
-            note = f"observed, {len(medians)} jobs" + (" (print-step floor)" if sig > np.std(np.log(medians), ddof=1 if len(medians) > 1 else 0) + 1e-12 else "")
-        groups[name] = Group(name, shapes, np.array(medians), sig, note)
-    return list(groups.values())
-
-
-def simulate_arm(g: Group, rng: np.random.Generator, z: np.ndarray, base: float, levels: str, tag: str) -> list[ArmRun]:
-    """One arm's runs: z holds the standard-normal job level of each repeat (shared parts carry pairing)."""
-    runs = []
-    for r in range(z.size):
-        shape = g.shapes[rng.integers(len(g.shapes))]
-        if levels == "empirical" and len(g.medians) >= 8:
-            level = float(g.medians[rng.integers(len(g.medians))]) / g.base
-        else:
-            level = math.exp(g.sigma_job * float(z[r]))
-        x = shape[rng.integers(0, shape.size, shape.size)] * base * level
-        x = np.maximum(np.round(x / PRINT_STEP_MS) * PRINT_STEP_MS, PRINT_STEP_MS)
-        runs.append(ArmRun(f"{tag}{r}", "completed", x))
-    return runs
-
-
-@dataclass
-class Scenario:
-    """Eager arm drawn from `eager`, graph arm from `graph` (the same group for A/A), true ratio 1 + effect."""
-
-    eager: Group
-    graph: Group
-    pair_share: float = 0.0  # share of the job-level variance common to both arms of a repeat (pairing)
+@dataclass(frozen=True)
+class Design:
+    ke: int  # eager jobs at the first look
+    kg: int  # graph jobs at the first look
+    second_look: bool = False  # inconclusive -> more repeats (planned n) -> judged again
+    corrected: bool = True  # second look: alpha split over the two looks (False: alpha at both looks)
 
     @property
     def name(self) -> str:
-        return self.eager.name if self.graph is self.eager else f"{self.eager.name} -> {self.graph.name}"
-
-    @property
-    def sigma(self) -> float:  # per-arm equivalent spread, for the search's starting guess
-        return math.sqrt(0.5 * (self.eager.sigma_job**2 + self.graph.sigma_job**2))
-
-
-def rates(sc: Scenario, *, sims: int, repeats: int, effect: float, margin: float, levels: str, seed: int) -> dict[str, float]:
-    rng = np.random.default_rng(seed)
-    counts: dict[str, int] = {}
-    rho = sc.pair_share
-    for _ in range(sims):
-        common = rng.standard_normal(repeats)
-        ze = math.sqrt(rho) * common + math.sqrt(1 - rho) * rng.standard_normal(repeats)
-        zg = math.sqrt(rho) * common + math.sqrt(1 - rho) * rng.standard_normal(repeats)
-        e = simulate_arm(sc.eager, rng, ze, sc.eager.base, levels, "e")
-        gr = simulate_arm(sc.graph, rng, zg, sc.eager.base / (1.0 + effect), levels, "g")
-        v = judge_cell(e, gr, margin=margin, paired=rho > 0).verdict
-        counts[v] = counts.get(v, 0) + 1
-    return {k: c / sims for k, c in counts.items()}
+        base = f"{self.ke}+{self.kg}"
+        if not self.second_look:
+            return base
+        return base + (" -> planned n" if self.corrected else " -> planned n, uncorrected")
 
 
-def repeats_for_power(sc: Scenario, *, sims: int, effect: float, margin: float, levels: str, seed: int, target: float = 0.8) -> tuple[int | None, float]:
-    # Start below the normal-approximation answer, 2 ((z_.975 + z_.8) sigma / distance)^2, so the
-    # noisy groups do not walk the whole grid (the t quantiles only push the true answer up).
-    dist = math.log(1 + effect) - math.log(1 + margin)
-    guess = 2 * (2.8 * sc.sigma * math.sqrt(1 - sc.pair_share) / dist) ** 2 if dist > 0 else math.inf
-    def power(n: int) -> float:
-        return rates(sc, sims=sims, repeats=n, effect=effect, margin=margin, levels=levels, seed=seed + n).get("speedup", 0.0)
-
-    start = next((i for i, n in enumerate(SEARCH_GRID) if n >= 0.7 * guess), len(SEARCH_GRID) - 1)
-    last = 0.0
-    for i in range(start, len(SEARCH_GRID)):
-        last = power(SEARCH_GRID[i])
-        if last >= target:
-            # The guess assumes lognormal job levels; walk back down while smaller counts also reach the target.
-            while i > 0 and i == start:
-                lower = power(SEARCH_GRID[i - 1])
-                if lower < target:
-                    break
-                i, start, last = i - 1, i - 1, lower
-            return SEARCH_GRID[i], last
-    return None, last
+DESIGNS = [Design(1, 1), Design(1, 2), Design(1, 3), Design(3, 1), Design(1, 5), Design(2, 2), Design(2, 5),
+           Design(5, 2), Design(3, 3), Design(3, 5), Design(5, 3), Design(5, 5),
+           Design(1, 1, True), Design(2, 2, True), Design(3, 3, True),
+           Design(1, 1, True, False), Design(2, 2, True, False), Design(3, 3, True, False)]
 
 
-def effect_for_power(sc: Scenario, *, sims: int, repeats: int, margin: float, levels: str, seed: int, target: float = 0.8) -> float | None:
-    """Smallest effect of EFFECT_GRID detected as speedup in >= target of cells at this many repeats."""
-    for eff in EFFECT_GRID:
-        if rates(sc, sims=sims, repeats=repeats, effect=eff, margin=margin, levels=levels, seed=seed).get("speedup", 0.0) >= target:
-            return eff
-    return None
+# ------------------------------------------------------------------------------------------------------------
+# The judge (graphsweep/judge/interval.py) and the planner of the second look
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: str
+    lo: float
+    hi: float
+
+
+Judge = Callable[[Config, np.ndarray, Config, np.ndarray, float], Outcome]
+
+
+def judge_new(ce: Config, ie: np.ndarray, cg: Config, ig: np.ndarray, alpha: float, margin: float,
+              allowance: float | None, min_own_jobs: int) -> Outcome:
+    j = J.judge(ce.medians[ie], cg.medians[ig], eager_step_ms=ce.steps[ie], graph_step_ms=cg.steps[ig],
+                margin=margin, alpha=alpha, allowance=allowance, min_own_jobs=min_own_jobs)
+    return Outcome(j.verdict, j.lo, j.hi)
+
+
+def plan_new(ce: Config, ie: np.ndarray, cg: Config, ig: np.ndarray, margin: float, cap: int, alpha2: float,
+             allowance: float | None, min_own_jobs: int) -> int:
+    al = allowance if allowance is not None else J.SPREAD_ALLOWANCE
+    e = J.summarize_arm(ce.medians[ie], ce.steps[ie], al, min_own_jobs)
+    g = J.summarize_arm(cg.medians[ig], cg.steps[ig], al, min_own_jobs)
+    n = J.repeats_for_power(e, g, margin=margin, alpha=alpha2, power=0.8, allowance=al, min_own_jobs=min_own_jobs,
+                            cap=cap)
+    return cap if n is None else n
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Draws without replacement
+
+
+def draws(n_e: int, n_g: int, same: bool, d: Design, limit: int, rng: np.random.Generator):
+    """Index sets (eager first look, graph first look, eager reserve, graph reserve), without replacement.
+
+    Every assignment when there are at most `limit` of them (single-look designs), else `limit` random ones.
+    """
+    if same:
+        total = math.comb(n_e, d.ke) * math.comb(n_e - d.ke, d.kg)
+    else:
+        total = math.comb(n_e, d.ke) * math.comb(n_g, d.kg)
+    if not d.second_look and total <= limit:
+        idx = np.arange(n_e)
+        for a in itertools.combinations(range(n_e), d.ke):
+            rest = np.setdiff1d(idx, a) if same else np.arange(n_g)
+            for b in itertools.combinations(rest, d.kg):
+                yield np.array(a), np.array(b), None, None
+        return
+    for _ in range(limit):
+        if same:
+            p = rng.permutation(n_e)
+            a, b, rest = p[: d.ke], p[d.ke : d.ke + d.kg], p[d.ke + d.kg :]
+            yield a, b, rest[0::2], rest[1::2]  # the reserve, split between the arms
+        else:
+            pe, pg = rng.permutation(n_e), rng.permutation(n_g)
+            yield pe[: d.ke], pg[: d.kg], pe[d.ke :], pg[d.kg :]
+
+
+@dataclass
+class Tally:
+    n: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+    covered: int = 0
+    jobs: int = 0  # jobs per arm at the final look, summed (mean jobs per arm = jobs / n)
+
+    def add(self, o: Outcome, truth: float, jobs: float) -> None:
+        self.n += 1
+        self.verdicts[o.verdict] = self.verdicts.get(o.verdict, 0) + 1
+        self.covered += int(o.lo <= truth <= o.hi)
+        self.jobs += jobs
+
+    def share(self, *vs: str) -> float:
+        return sum(self.verdicts.get(v, 0) for v in vs) / self.n if self.n else math.nan
+
+
+def run_design(ce: Config, cg: Config, same: bool, d: Design, truth: float, judge: Judge, plan, limit: int,
+               alpha: float, cap: int, rng: np.random.Generator) -> Tally | None:
+    ne, ng = ce.medians.size, cg.medians.size
+    extra = 2 if d.second_look else 0  # a second look needs room for >= 2 more jobs per arm
+    if same and d.ke + d.kg + 2 * extra > ne:
+        return None
+    if not same and (d.ke + extra >= ne or d.kg + extra >= ng):  # and leaves a job of each configuration out
+        return None
+    t = Tally()
+    a1 = J.alpha_for_look(1, 2, alpha) if d.second_look and d.corrected else alpha
+    a2 = J.alpha_for_look(2, 2, alpha) if d.second_look and d.corrected else alpha
+    for ie, ig, re_, rg in draws(ne, ng, same, d, limit, rng):
+        o = judge(ce, ie, cg, ig, a1)
+        if d.second_look and o.verdict == INCONCLUSIVE:
+            room_e = ie.size + (re_.size if re_ is not None else 0)
+            room_g = ig.size + (rg.size if rg is not None else 0)
+            if not same:  # leave one job of each configuration out, so the truth is not the sample
+                room_e, room_g = min(room_e, ne - 1), min(room_g, ng - 1)
+            n2 = min(max(plan(ce, ie, cg, ig, cap), max(ie.size, ig.size) + 1), cap)
+            ie2 = np.concatenate([ie, re_[: max(0, min(n2, room_e) - ie.size)]])
+            ig2 = np.concatenate([ig, rg[: max(0, min(n2, room_g) - ig.size)]])
+            o = judge(ce, ie2, cg, ig2, a2)
+            t.add(o, truth, 0.5 * (ie2.size + ig2.size))
+        else:
+            t.add(o, truth, 0.5 * (ie.size + ig.size))
+    return t if t.n else None
+
+
+# ------------------------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sims", type=int, default=1000, help="simulated cells per A/A and A/B figure (default 1000)")
-    ap.add_argument("--search-sims", type=int, default=300, help="cells per step of the repeats-for-80%%-power search")
-    ap.add_argument("--one-repeat-sims", type=int, default=300, help="cells for the 1-repeat (bootstrap) A/A figure")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--margin", type=float, default=0.02)
-    ap.add_argument("--effect", type=float, default=0.05)
-    ap.add_argument("--first-allowed", type=int, default=5, help="first steady iteration (warmup 3 + capture on 4)")
-    ap.add_argument("--levels", choices=("normal", "empirical"), default="normal",
-                    help="job level: lognormal with the observed sd, or resampled real job medians (groups with >= 8 jobs)")
-    ap.add_argument("--group", action="append", default=[], metavar="NAME=GLOB",
-                    help="add a group of real jobs of one configuration (its own spread is used)")
-    ap.add_argument("--only", action="append", default=[], help="run only groups whose name contains this")
-    ap.add_argument("--pair-share", type=float, default=0.0,
-                    help="simulate pairing: share of job-level variance common to both arms of a repeat (judged with paired=True)")
+    ap.add_argument("--draws", type=int, default=2000, help="draws per configuration and design (default 2000)")
+    ap.add_argument("--margin", type=float, default=J.MARGIN)
+    ap.add_argument("--alpha", type=float, default=J.ALPHA)
+    ap.add_argument("--allowance", type=float, default=J.SPREAD_ALLOWANCE,
+                    help="spread allowance of a one-job arm (log sd); 0 = inconclusive-only")
+    ap.add_argument("--cap", type=int, default=8, help="most jobs per arm after more-repeats (default 8)")
+    ap.add_argument("--min-own-jobs", type=int, default=J.MIN_OWN_JOBS,
+                    help="jobs an arm needs before its own spread counts (default %(default)s)")
+    ap.add_argument("--detail", action="store_true")
+    ap.add_argument("--only", default="", help="designs whose name contains this")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
 
     t0 = time.time()
-    groups = default_groups(a.first_allowed)
-    for spec in a.group:
-        name, _, pattern = spec.partition("=")
-        if not pattern:
-            ap.error(f"--group {spec!r}: expected NAME=GLOB, e.g. 'cluster eager=/data/run-*/log.txt'")
-        shapes, medians = load_runs(glob.glob(pattern), a.first_allowed)
-        if not shapes:
-            ap.error(f"--group {name!r}: no usable logs match {pattern!r}")
-        groups.append(Group(name, shapes, np.array(medians), observed_sigma(medians), f"observed, {len(medians)} jobs"))
-    if not 0 <= a.pair_share < 1:
-        ap.error(f"--pair-share {a.pair_share}: expected a share in [0, 1), e.g. 0.5")
-    if a.only:
-        groups = [g for g in groups if any(s in g.name for s in a.only)]
+    pool = load_pool()
+    allowance = a.allowance if a.allowance > 0 else None
+    judge: Judge = lambda ce, ie, cg, ig, al: judge_new(ce, ie, cg, ig, al, a.margin, allowance, a.min_own_jobs)  # noqa: E731
+    a2 = J.alpha_for_look(2, 2, a.alpha)
+    plan = lambda ce, ie, cg, ig, cap: plan_new(ce, ie, cg, ig, a.margin, cap, a2, allowance, a.min_own_jobs)  # noqa: E731
 
-    print(f"# judge_cell validation: {a.repeats} repeats per arm, margin {a.margin:g}, 95% interval, "
-          f"effect {a.effect:.0%}, levels {a.levels}, {a.sims} cells per figure, seed {a.seed}"
-          + (f", paired with {a.pair_share:.0%} of job variance shared" if a.pair_share else ", unpaired"))
+    aa = [c for c in pool.values() if c.medians.size >= 2]
+    eager_of = {c.shape: c for c in pool.values() if c.arm == EAGER}
+    pairs = [(eager_of[c.shape], c) for c in pool.values() if c.arm != EAGER and c.shape in eager_of]
+    truth = {}
+    for ce, cg in pairs:
+        j = J.judge(ce.medians, cg.medians, eager_step_ms=ce.steps, graph_step_ms=cg.steps, margin=a.margin,
+                    alpha=a.alpha, allowance=allowance)
+        truth[cg.name] = (j.ratio, j.verdict)
+
+    designs = [d for d in DESIGNS if a.only in d.name]
+    print(f"# graphsweep.judge.interval, margin {a.margin:g}, alpha {a.alpha:g}, "
+          f"allowance {allowance}, <= {a.draws} draws per configuration and design, seed {a.seed}; "
+          f"pool: {sum(c.medians.size for c in pool.values())} jobs, {len(aa)} configurations with >= 2 jobs, "
+          f"{len(pairs)} eager-vs-graph pairs ({sum(v[1] in (SPEEDUP, SLOWDOWN) for v in truth.values())} decisive)")
     print()
-    print("| group | step ms (geo. mean of jobs) | sigma_job (log sd) | sigma source | A/A false pos. (n=%d) | A/A neutral | A/A false pos. (n=1, within-run) | power 5%% (n=%d) | repeats for 80%% power | effect for 80%% power (n=%d) |"
-          % (a.repeats, a.repeats, a.repeats))
+    print("| design (eager+graph jobs) | A/A configs | A/A false verdicts (worst, >= 8 jobs) | A/A neutral | A/A coverage (worst) "
+          "| E-v-G pairs | detection | E-v-G false verdicts | E-v-G coverage (worst) | jobs/arm |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    by_name = {g.name: g for g in groups}
-    scenarios = [Scenario(g, g, a.pair_share) for g in groups]
-    # Real A/B pairs of a noisy eager arm and a quiet graph arm (A/A does not apply to them).
-    for e_name, g_name in MIXED:
-        if e_name in by_name and g_name in by_name:
-            scenarios.append(Scenario(by_name[e_name], by_name[g_name], a.pair_share))
     out = []
-    for i, sc in enumerate(scenarios):
-        seed = a.seed + 1000 * i
-        g = sc.eager
-        ab = rates(sc, sims=a.sims, repeats=a.repeats, effect=a.effect, margin=a.margin, levels=a.levels, seed=seed + 2)
-        n80, p80 = repeats_for_power(sc, sims=a.search_sims, effect=a.effect, margin=a.margin, levels=a.levels, seed=seed + 3)
-        mde = effect_for_power(sc, sims=a.search_sims, repeats=a.repeats, margin=a.margin, levels=a.levels, seed=seed + 4)
-        power = ab.get("speedup", 0)
-        need = f"{n80} ({p80:.0%})" if n80 else f"> {SEARCH_GRID[-1]} ({p80:.0%} at {SEARCH_GRID[-1]})"
-        row = dict(group=sc.name, median_ms=g.base, sigma_job=sc.sigma, sigma_source=g.sigma_note, jobs=len(g.medians),
-                   ab=ab, power=power, repeats_for_80=n80, power_at_that=p80, effect_for_80=mde)
-        if sc.graph is sc.eager:
-            aa = rates(sc, sims=a.sims, repeats=a.repeats, effect=0.0, margin=a.margin, levels=a.levels, seed=seed)
-            aa1 = rates(sc, sims=a.one_repeat_sims, repeats=1, effect=0.0, margin=a.margin, levels=a.levels, seed=seed + 1)
-            fp = aa.get("speedup", 0) + aa.get("slowdown", 0)
-            fp1 = aa1.get("speedup", 0) + aa1.get("slowdown", 0)
-            row.update(aa=aa, aa_one_repeat=aa1, false_positive_rate=fp, false_positive_rate_one_repeat=fp1)
-            aa_cols = f"{fp:.1%} | {aa.get('neutral', 0):.0%} | {fp1:.0%}"
-            sig, src = f"{g.sigma_job:.4f}", g.sigma_note
-        else:
-            aa_cols = "n/a | n/a | n/a"
-            sig, src = f"{sc.eager.sigma_job:.4f} / {sc.graph.sigma_job:.4f}", "eager / graph groups"
-        print(f"| {sc.name} | {g.base:.2f} | {sig} | {src} | {aa_cols} | {power:.1%} | {need} | "
-              f"{f'{mde:.1%}' if mde else '> 100%'} |", flush=True)
+    for di, d in enumerate(designs):
+        rng = np.random.default_rng([a.seed, zlib.crc32(d.name.encode())])  # stable under --only
+        aa_rows, eg_rows = [], []
+        for c in aa:
+            t = run_design(c, c, True, d, 1.0, judge, plan, a.draws, a.alpha, a.cap, rng)
+            if t:
+                aa_rows.append((c, t))
+        for ce, cg in pairs:
+            tr, tv = truth[cg.name]
+            t = run_design(ce, cg, False, d, tr, judge, plan, a.draws, a.alpha, a.cap, rng)
+            if t:
+                eg_rows.append((cg, t, tr, tv))
+        fp = [t.share(SPEEDUP, SLOWDOWN) for _, t in aa_rows]
+        fp_big = [t.share(SPEEDUP, SLOWDOWN) for c, t in aa_rows if c.medians.size >= 8]
+        cov = [t.covered / t.n for _, t in aa_rows]
+        neu = [t.share(NEUTRAL) for _, t in aa_rows]
+        dec = [(cg, t, tv) for cg, t, tr, tv in eg_rows if tv in (SPEEDUP, SLOWDOWN)]
+        det = [t.share(tv) for _, t, tv in dec]
+        eg_false = []
+        for cg, t, tr, tv in eg_rows:
+            wrong = (t.verdicts.get(SPEEDUP, 0) if tr <= 1 + a.margin else 0) + \
+                    (t.verdicts.get(SLOWDOWN, 0) if tr >= 1 - a.margin else 0)
+            eg_false.append(wrong / t.n)
+        eg_cov = [t.covered / t.n for _, t, _, _ in eg_rows]
+        jobs = [t.jobs / t.n for _, t in aa_rows] + [t.jobs / t.n for _, t, _, _ in eg_rows]
+        mean = lambda x: float(np.mean(x)) if x else math.nan  # noqa: E731
+        worst = lambda x, f=max: f(x) if x else math.nan  # noqa: E731
+        row = dict(design=d.name, aa_configs=len(aa_rows), aa_false=mean(fp), aa_false_worst=worst(fp_big),
+                   aa_neutral=mean(neu), aa_coverage=mean(cov), aa_coverage_worst=worst(cov, min), eg_pairs=len(eg_rows),
+                   detection=mean(det), eg_false=mean(eg_false), eg_coverage=mean(eg_cov),
+                   eg_coverage_worst=worst(eg_cov, min), jobs_per_arm=mean(jobs))
         out.append(row)
-    worst = max((r["false_positive_rate"] for r in out if "false_positive_rate" in r), default=math.nan)
+        pct = lambda x: "-" if x != x else f"{100 * x:.1f}%"  # noqa: E731
+        print(f"| {d.name} | {len(aa_rows)} | {pct(row['aa_false'])} ({pct(row['aa_false_worst'])}) | {pct(row['aa_neutral'])} "
+              f"| {pct(row['aa_coverage'])} ({pct(row['aa_coverage_worst'])}) | {len(eg_rows)} | {pct(row['detection'])} "
+              f"| {pct(row['eg_false'])} | {pct(row['eg_coverage'])} ({pct(row['eg_coverage_worst'])}) | {row['jobs_per_arm']:.1f} |",
+              flush=True)
+        if a.detail:
+            for c, t in aa_rows:
+                print(f"|   A/A {c.name} ({c.medians.size} jobs, {t.n} draws) | | {pct(t.share(SPEEDUP, SLOWDOWN))} | "
+                      f"{pct(t.share(NEUTRAL))} | {pct(t.covered / t.n)} | | | | | {t.jobs / t.n:.1f} |")
+            for cg, t, tr, tv in eg_rows:
+                print(f"|   E-v-G {cg.name} ({tv} {tr:.3f}x, {t.n} draws) | | | | | | {pct(t.share(tv))} | "
+                      f"{t.verdicts} | {pct(t.covered / t.n)} | {t.jobs / t.n:.1f} |")
+    worst_fp = max((r["aa_false"] for r in out), default=math.nan)
     print()
-    print(f"worst A/A false-positive rate at n={a.repeats}: {worst:.1%} (target <= 5%); "
-          f"groups reaching 80% power at n={a.repeats}: {sum(r['power'] >= 0.8 for r in out)} of {len(out)}; "
-          f"{time.time() - t0:.0f} s")
+    print(f"worst design's A/A false-verdict rate: {100 * worst_fp:.1f}% (target <= 5%); {time.time() - t0:.0f} s")
     if a.json:
-        a.json.write_text(json.dumps(dict(settings=vars(a) | {"json": str(a.json)}, groups=out), indent=1, default=str))
+        a.json.write_text(json.dumps(dict(settings={k: str(v) for k, v in vars(a).items()}, designs=out), indent=1))
     return 0
 
 

@@ -88,6 +88,7 @@ class LaunchPlan:
     overrides: Mapping[str, Any] = field(default_factory=dict)  # megatron_bridge: the Hydra overrides of this run
     srun: bool = False  # start the training as its own srun step (multi-task / container launches)
     srun_args: list[str] = field(default_factory=list)
+    seed: int | None = None  # the training seed the command sets (None: the workload's own, stated in its log)
     # a pair job: the arms' own plans (A = eager, B = the other arm) and the segment order. In memory only: the
     # driver's argv already carries them (--plans, --order), so config.yaml and to_dict() hold them once, there.
     arms: Mapping[str, "LaunchPlan"] = field(default_factory=dict, compare=False)
@@ -97,14 +98,15 @@ class LaunchPlan:
         """The plan as config.yaml's `launch` section holds it (and the ABBA driver's --plans)."""
         return {"argv": list(self.argv), "env": dict(self.env), "gpus": self.gpus, "nodes": self.nodes,
                 "gpus_per_node": self.gpus_per_node, "tasks_per_node": self.tasks_per_node, "srun": self.srun,
-                "srun_args": list(self.srun_args), "overrides": dict(self.overrides)}
+                "srun_args": list(self.srun_args), "overrides": dict(self.overrides), "seed": self.seed}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LaunchPlan":
         return cls(argv=[str(a) for a in d.get("argv", [])], env={str(k): str(v) for k, v in (d.get("env") or {}).items()},
                    gpus=int(d.get("gpus", 1)), nodes=int(d.get("nodes", 1)), gpus_per_node=int(d.get("gpus_per_node", 1)),
                    tasks_per_node=int(d.get("tasks_per_node", 1)), srun=bool(d.get("srun", False)),
-                   srun_args=[str(a) for a in d.get("srun_args", [])], overrides=dict(d.get("overrides") or {}))
+                   srun_args=[str(a) for a in d.get("srun_args", [])], overrides=dict(d.get("overrides") or {}),
+                   seed=None if d.get("seed") is None else int(d["seed"]))
 
     def shell(self) -> str:
         """The command exactly as it runs, as a user would paste it into a shell: every value quoted."""
@@ -129,9 +131,12 @@ class SpecError(ValueError):
         super().__init__(f"{path}: key '{key}' = {shown}: {problem}")
 
 
+NO_GRAPH = "none"  # the impl of the eager variant (plan.parquet `impl`)
+
+
 @dataclass(frozen=True)
 class Variant:
-    """A graph setting. impl is 'none' for eager, else local | transformer_engine | full_iteration."""
+    """A graph setting. impl is NO_GRAPH for eager, else local | transformer_engine | full_iteration."""
 
     name: str
     impl: str
@@ -140,14 +145,14 @@ class Variant:
 
     @property
     def is_graph(self) -> bool:
-        return self.impl != "none"
+        return self.impl != NO_GRAPH
 
     @property
     def is_full_iteration(self) -> bool:
         return self.impl == "full_iteration"
 
 
-EAGER_VARIANT = Variant(EAGER, "none")
+EAGER_VARIANT = Variant(EAGER, NO_GRAPH)
 
 
 @dataclass(frozen=True)
@@ -280,6 +285,14 @@ class SweepPaths:
         return self.root / "archive"
 
     @property
+    def owner(self) -> Path:
+        return self.root / "owner.json"  # which spec this folder belongs to (graphsweep/plan/owner.py)
+
+    @property
+    def controller(self) -> Path:
+        return self.root / ".jobs" / "controller.json"  # the Snakemake process running the sweep now (run/controller.py)
+
+    @property
     def run_dirs(self) -> Path:
         return self.root / "runs"
 
@@ -320,10 +333,39 @@ JOB_SIDE = "job.json"  # the in-flight job of a run (cluster, job id, its log): 
 JOB_FAILURE = "failed.json"  # the last infrastructure failure of a run (for `graphsweep status`)
 
 
+RANKS_DIR = "ranks"  # runs/{run_id}/ranks/: the per-rank files of a run (torchrun's, or an ingested run's further files)
+# torchrun (torch.distributed.run) with `--tee=3` writes every rank's stdout and stderr to its own file and copies them
+# to the console with a `[default<local rank>]:` prefix; `--log-dir` (or its environment form PET_LOG_DIR: run.py's
+# `env` argparse action) says where: <dir>/<rdzv run id>_<random>/attempt_<restart>/<local rank>/{stdout,stderr}.log
+# (torch.distributed.elastic.multiprocessing.api.DefaultLogsSpecs.reify; same layout in torch 2.11 and 2.13).
+TORCHRUN_TEE = "--tee=3"
+TORCHRUN_LOG_DIR_ENV = "PET_LOG_DIR"
+
+
+def torchrun_rank_files(ranks: Path) -> list[Path]:
+    """torchrun's per-rank files under `ranks`: run folders by age, then attempt, local rank, stdout before stderr."""
+    if not ranks.is_dir():
+        return []
+
+    def key(f: Path) -> tuple:
+        attempt, local_rank = f.parent.parent.name, f.parent.name
+        return (f.parents[2].stat().st_mtime, f.parents[2].name, int(attempt.split("_", 1)[1]), int(local_rank),
+                f.name != "stdout.log")
+
+    files = [f for f in ranks.glob("*/attempt_*/*/std*.log") if f.name in ("stdout.log", "stderr.log")
+             and f.parent.name.isdigit() and f.parent.parent.name.split("_", 1)[1].isdigit()]
+    return sorted(files, key=key)
+
+
 def run_dir_logs(run_dir: Path) -> list[Path]:
-    """The files of one run's log: log.txt plus the per-rank logs of a multi-process launch (ranks/*.log)."""
-    files = [run_dir / "log.txt"]
-    files += sorted((run_dir / "ranks").glob("*.log")) if (run_dir / "ranks").is_dir() else []
+    """The files of one run's log, in the order the parser reads them (later files are later in time):
+
+    - torchrun's per-rank files (`ranks/<run>/attempt_<n>/<local rank>/{stdout,stderr}.log`, a local multi-GPU run);
+      log.txt after them: it holds their `[defaultN]:` copies and then torchrun's own end report;
+    - log.txt, then an ingested run's further files (`ranks/NNN.log`, its ranks or restarts in order)."""
+    ranks = run_dir / RANKS_DIR
+    files = [*torchrun_rank_files(ranks), run_dir / "log.txt"]
+    files += sorted(ranks.glob("*.log")) if ranks.is_dir() else []
     return [f for f in files if f.exists()]
 
 

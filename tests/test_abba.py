@@ -235,14 +235,14 @@ def test_pairing_removes_node_to_node_variance_from_the_verdict(tmp_path, fake_t
     _, runs, cmp = _sweep(tmp_path, fake_train, node_speed)
     row = cmp.iloc[0]
     assert row.verdict == "speedup", row.reason
-    assert "pairs" in row.ci_method and row.n_eager == row.n_graph == 4
+    assert row.design == "paired" and row.n_eager == row.n_graph == 4
     assert 1.08 < row.ci_low <= row.speedup <= row.ci_high < 1.14
     # the same runs judged as independent jobs cannot tell: the nodes' spread swamps a 10 % effect
     med = runs.set_index("run_id").step_ms_median
     unpaired = stats.judge_cell(
         [stats.ArmRun(r, "completed", [med[r]]) for r in row.eager_run_ids],
         [stats.ArmRun(r, "completed", [med[r]]) for r in row.graph_run_ids],
-        paired=False,
+        margin=0.02, paired=False,
     )
     assert unpaired.verdict == "inconclusive"
     assert np.log(row.ci_high / row.ci_low) < np.log(unpaired.ci_high / unpaired.ci_low) / 5

@@ -21,12 +21,14 @@ def compare(eager: str, graph: str) -> dict:
 
 
 @pytest.mark.parametrize("graph_log, low, high", [("full.log", 2.0, 2.8), ("attnmlp.log", 1.3, 1.7)])
-def test_launch_bound_shape_gives_a_real_speedup(graph_log, low, high):
+def test_one_job_per_arm_estimates_but_does_not_claim_the_speedup(graph_log, low, high):
+    """One job per arm cannot show the job-to-job spread (launch-bound eager jobs of this shape ran at 13.1-16.8 ms:
+    benchmarks/data/h200-jobs): the estimate is there, the verdict waits for repeats, and the reason says why."""
     v = compare("eager.log", graph_log)
-    assert v["verdict"] == "speedup"
     assert low < v["speedup"] < high
-    assert v["ci_low"] > 1.02  # the interval excludes the practical margin
-    assert "within-run" in v["ci_method"]  # one job per arm: said, not hidden
+    assert v["verdict"] == "inconclusive" and v["thin"] and v["eager_spread"] == v["graph_spread"] == "allowance"
+    assert v["ci_low"] < 1.02 < v["speedup"] < v["ci_high"]
+    assert "fewer than 3 jobs in an arm" in v["reason"] and v["repeats_needed"] >= 2
 
 
 def test_graph_runs_show_capture_and_more_memory_than_eager():

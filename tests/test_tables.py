@@ -75,3 +75,15 @@ def test_wrong_table_is_refused(tmp_path):
     write_table(pd.DataFrame({"run_id": ["x"]}), path, "plan")
     with pytest.raises(SchemaVersionError, match="holds the 'plan' table, expected 'runs'"):
         read_table(path, "runs")
+
+
+def test_version_2_comparison_keeps_its_verdicts_and_names_its_memory_figure(tmp_path):
+    """A version 2 table was judged by the old rules (p_value of ratio = 1): read as it was, new columns empty."""
+    path = tmp_path / "comparison.parquet"
+    v2 = pd.DataFrame({"cell_id": ["a.graph"], "variant": ["graph"], "verdict": ["speedup"], "p_value": [0.001],
+                       "eager_peak_mem_gb": [3.58], "graph_peak_mem_gb": [3.58]})
+    _write_versioned(v2, path, 2, "comparison")
+    df = read_table(path, "comparison")
+    assert df.verdict.iloc[0] == "speedup" and df.p_value.iloc[0] == 0.001  # kept: not relabelled as p_beyond
+    assert df.p_beyond.isna().all() and df.alpha.isna().all() and df.loss_parity.isna().all()
+    assert (df.eager_mem_gb.iloc[0], df.mem_metric.iloc[0]) == (3.58, "peak_mem_gb")

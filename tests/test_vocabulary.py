@@ -25,6 +25,8 @@ OTHER_MEANING = {
     ("graphsweep/store/tables.py", "speedup"): "a column of comparison.parquet",
     ("graphsweep/commands/status.py", "failed"): "a run status: an infrastructure failure the next snakemake retries",
     ("graphsweep/plan/planner.py", "blocked"): "a dry-run summary field (runs preflight blocked)",
+    ("graphsweep/store/tables.py", "control"): "a column of comparison.parquet (an A/A cell)",
+    ("graphsweep/constraints/graph.py", "graph"): "a substring of a Megatron field name (cuda_graph_impl, ...)",
 }
 # where each kind of name is defined (and may be spelled)
 HOMES = {
@@ -42,7 +44,8 @@ def _sources() -> list[Path]:
 
 def _literals(path: Path) -> list[tuple[int, str]]:
     """String literals that name something, not docstrings and not keys of a record: `row["speedup"]`,
-    `row.get("speedup")` read a column or a JSON field that happens to share a word with the vocabulary."""
+    `row.get("speedup")`, `_get(row, "speedup")` and `{"aa": ...}` read or write a column or a JSON field that
+    happens to share a word with the vocabulary."""
     tree = ast.parse(path.read_text())
     skip = {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and n.body
@@ -52,6 +55,10 @@ def _literals(path: Path) -> list[tuple[int, str]]:
             skip.add(id(n.slice))
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args:
             skip.add(id(n.args[0]))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "_get" and len(n.args) == 2:
+            skip.add(id(n.args[1]))
+        elif isinstance(n, ast.Dict):
+            skip.update(id(k) for k in n.keys if k is not None)
     return [(n.lineno, n.value) for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip]
 

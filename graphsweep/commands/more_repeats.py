@@ -13,6 +13,8 @@ import argparse
 from rich.table import Table
 
 from graphsweep.commands import console as _console
+from graphsweep.commands import plain
+from graphsweep.plan.owner import SweepOwnedError, check_owner
 from graphsweep.plan.repeats import (
     DEFAULT_CAP,
     RepeatsError,
@@ -45,13 +47,14 @@ def run(args: argparse.Namespace) -> int:
     err = _console(stderr=True)
     try:
         spec = load_spec(args.spec)
+        check_owner(SweepPaths(args.results, spec.name), spec)  # the repeats go to this spec's own sweep only
         spec = apply_extra(spec, args.results)
-    except (SpecError, RepeatsError) as exc:
-        err.print(f"graphsweep: {exc}", highlight=False)
+    except (SpecError, RepeatsError, SweepOwnedError) as exc:
+        err.print(plain(f"graphsweep: {exc}"))
         return 2
     if "source" in spec.raw:
-        err.print(f"graphsweep: {args.spec} ingests existing logs (key 'source'): nothing is submitted, so more "
-                  "repeats have to be run by hand and ingested", highlight=False)  # fmt: skip
+        err.print(plain(f"graphsweep: {args.spec} ingests existing logs (key 'source'): nothing is submitted, so more "
+                        "repeats have to be run by hand and ingested"))  # fmt: skip
         return 2
     if args.target_repeats is not None and not 1 <= args.target_repeats <= 100:
         err.print(f"graphsweep: --target-repeats {args.target_repeats}: give a number from 1 to 100", highlight=False)
@@ -62,19 +65,24 @@ def run(args: argparse.Namespace) -> int:
     paths = SweepPaths(args.results, spec.name)
     comparison_path, runs_path = paths.comparison, paths.runs
     if not comparison_path.exists():
-        err.print(f"graphsweep: {comparison_path} does not exist: run the sweep first (snakemake --cores N "
-                  f"--config spec={args.spec}) or pass --results", highlight=False)  # fmt: skip
+        err.print(plain(f"graphsweep: {comparison_path} does not exist: run the sweep first (snakemake --cores N "
+                        f"--config spec={args.spec}) or pass --results"))  # fmt: skip
         return 2
     comparison = read_table(comparison_path, "comparison")
     runs = read_table(runs_path, "runs") if runs_path.exists() else None
-    plans = plan_more_repeats(spec, comparison, runs, target_repeats=args.target_repeats, cap=args.max_repeats)
+    try:
+        plans = plan_more_repeats(spec, comparison, runs, target_repeats=args.target_repeats, cap=args.max_repeats)
+    except RepeatsError as exc:
+        err.print(plain(f"graphsweep: {exc}"))
+        return 2
     console = _console()
     if not plans:
-        console.print(f"sweep {spec.name}: no inconclusive cell; nothing to add")
+        console.print(plain(f"sweep {spec.name}: no inconclusive cell; nothing to add"))
         return 0
-    table = Table("cell", "repeats now", "target", "new runs", "GPU-h", "why", title=f"sweep {spec.name}: more repeats")
-    for p in plans:
-        table.add_row(p.cell_id, str(p.have), str(p.target), str(len(p.new_runs)), f"{p.gpu_seconds / 3600:.4f}", p.why)
+    table = Table("cell", "repeats now", "target", "new runs", "GPU-h", "why", title=plain(f"sweep {spec.name}: more repeats"))
+    for p in plans:  # cell ids and the statistics' reasons are text, never markup
+        table.add_row(plain(p.cell_id), str(p.have), str(p.target), str(len(p.new_runs)), f"{p.gpu_seconds / 3600:.4f}",
+                      plain(p.why))  # fmt: skip
     console.print(table)
     todo = [p for p in plans if p.new_runs]
     n_runs = sum(len(p.new_runs) for p in todo)
@@ -82,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     unit = "pair jobs" if spec.pairing else "runs"
     console.print(f"{n_runs} new {unit} for {len(todo)} inconclusive cell(s), about {gpu_h:.4f} GPU-hours")
     for p in todo:
-        console.print(f"  {p.cell_id}: {', '.join(p.new_runs)}", highlight=False, soft_wrap=True)
+        console.print(plain(f"  {p.cell_id}: {', '.join(p.new_runs)}"), highlight=False, soft_wrap=True)
     if not todo:
         return 0
     if args.dry_run:
@@ -90,5 +98,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     path = extra_repeats_path(args.results, spec.name)
     write_extra(path, spec.name, {p.cell_id: p.target for p in todo}, {p.cell_id: p.why for p in todo})
-    console.print(f"wrote {path}; run the workflow again (snakemake --cores N --config spec={args.spec}) to add them")
+    console.print(plain(f"wrote {path}; run the workflow again (snakemake --cores N --config spec={args.spec}) to add them"),
+                  soft_wrap=True)
     return 0

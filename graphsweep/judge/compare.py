@@ -6,6 +6,7 @@ Works from the plan and the run tables alone (no spec), so logs ingested from el
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from graphsweep import provenance
+from graphsweep.judge import interval as iv
+from graphsweep.judge import prose
 from graphsweep.judge import verdict as stats
 from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
 from graphsweep.vocab import (
     AA, BLOCKED, COMPARING_VERDICTS, CONTROL, EAGER, FAILED, GRAPH, NOT_COMPARABLE, PAIR, TIMING_VERDICTS,
-    UNPARSEABLE, USABLE_OUTCOMES, pair_run_id,
+    NO_GRAPH, UNPARSEABLE, USABLE_OUTCOMES, pair_run_id,
 )  # fmt: skip
 
 
@@ -48,26 +51,89 @@ def _pair_arms(runs: pd.DataFrame, jobs: pd.DataFrame) -> tuple[pd.DataFrame, pd
     return mine[mine.arm == EAGER], mine[mine.arm != EAGER]
 
 
-def _arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame]) -> list[stats.ArmRun]:
+def _losses(by_run: dict[str, pd.DataFrame], run: pd.Series) -> dict[int, float]:
+    """iteration -> lm loss of a run; a pair arm's first segment, numbered within it (both arms start there)."""
+    it = by_run.get(run.run_id)
+    if it is None or "loss" not in it.columns:
+        return {}
+    if "segment" in it.columns and "segment_iteration" in it.columns and it.segment.notna().any():
+        first = it.segment.dropna().iloc[0]
+        it = it[it.segment == first].assign(iteration=lambda d: d.segment_iteration)
+    return {int(i): float(x) for i, x in zip(it.iteration, it.loss) if pd.notna(i)}
+
+
+def _gpu_names(*arms: pd.DataFrame) -> str | None:
+    """The GPUs the cell's runs ran on, as each job recorded them (prov_gpu_name): one name, or a list when mixed."""
+    names = sorted({str(n) for a in arms if "prov_gpu_name" in a.columns for n in a.prov_gpu_name.dropna()})
+    return ", ".join(names) or None
+
+
+def memory_figure(eager_runs: pd.DataFrame, graph_runs: pd.DataFrame) -> str | None:
+    """The first of MEMORY_FIGURES that both arms have for at least one run (for a graph-only OOM: eager alone)."""
+    for col in stats.MEMORY_FIGURES:
+        have_e = col in eager_runs.columns and eager_runs[col].notna().any()
+        have_g = col in graph_runs.columns and graph_runs[col].notna().any()
+        graph_ran = "outcome" in graph_runs.columns and graph_runs.outcome.isin(USABLE_OUTCOMES).any()
+        if have_e and (have_g or not graph_ran):
+            return col
+    return None
+
+
+def _number(run: pd.Series, key: str) -> float | None:
+    v = run.get(key)
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def _plan_seeds(plan: pd.DataFrame) -> dict[str, int]:
+    """run id -> the seed its command set (a pair job's arms share their job's)."""
+    if "seed" not in plan.columns:
+        return {}
+    out = {}
+    for rid, arm, seed in zip(plan.run_id, plan.arm, plan.seed):
+        if seed is not None and pd.notna(seed):
+            out[rid] = int(seed)
+            if arm == PAIR:
+                out.update({pair_run_id(rid, a): int(seed) for a in (EAGER, GRAPH, CONTROL)})
+    return out
+
+
+def _arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: dict[str, int],
+              mem: str | None) -> list[stats.ArmRun]:
     out = []
     for _, r in runs.iterrows():
+        usable = r.get("outcome") in USABLE_OUTCOMES
+        seed = _number(r, "seed")  # the seed the log states, else the one its command set
+        seed = seeds.get(r.run_id) if seed is None else seed
         out.append(
             stats.ArmRun(
                 run_id=r.run_id,
                 outcome=str(r.get("outcome") or UNPARSEABLE),
-                step_ms=_steady_times(by_run, r) if r.get("outcome") in USABLE_OUTCOMES else [],
-                peak_mem_gb=None if pd.isna(r.get("peak_mem_gb")) else float(r.get("peak_mem_gb")),
+                step_ms=_steady_times(by_run, r) if usable else [],
+                resolution_ms=_number(r, "elapsed_resolution_ms"),
+                mem_gb=_number(r, mem) if mem else None,
                 reason=str(r.get("reason") or ""),
                 error_class=None if pd.isna(r.get("error_class")) else r.get("error_class"),
+                seed=None if seed is None else int(seed),
+                loss=_losses(by_run, r) if usable else {},
             )
         )
     return out
 
 
-def _spec_setting(plan_path: Path, key: str, default: Any) -> Any:
+def _judging(plan_path: Path) -> tuple[float, bool, dict[str, int]]:
+    """(margin, adaptive_repeats, extra repeats per cell) of the spec the plan was made from."""
     meta = pq.read_schema(plan_path).metadata or {}
     extra = json.loads(meta.get(b"graphsweep.extra", b"{}"))
-    return extra.get("spec", {}).get(key, default)
+    spec = extra.get("spec", {})
+    # a plan written before `adaptive_repeats` existed had one look: False is that plan's fact, not a default
+    return float(spec["margin"]), bool(spec.get("adaptive_repeats")), dict(extra.get("extra_repeats") or {})
+
+
+def alpha_of(cell_id: str, adaptive: bool, extra: dict[str, int]) -> float:
+    """The alpha a cell is judged at: all of it in a one-look sweep; the look's share in an adaptive one."""
+    if not adaptive:
+        return iv.alpha_for_look(1, 1)
+    return iv.alpha_for_look(2 if cell_id in extra else 1, 2)
 
 
 def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, margin: float | None = None) -> pd.DataFrame:
@@ -75,9 +141,10 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
     runs = read_table(runs_path, "runs") if Path(runs_path).exists() else pd.DataFrame(columns=["run_id"])
     iterations = read_table(iterations_path, "iterations")
     by_run = {rid: g for rid, g in iterations.groupby("run_id")} if len(iterations) else {}
-    if margin is None:
-        margin = float(_spec_setting(plan_path, "margin", 0.02))
-    paired = bool(_spec_setting(plan_path, "pairing", False))
+    spec_margin, adaptive, extra = _judging(plan_path)
+    seeds = _plan_seeds(plan)
+    margin = spec_margin if margin is None else margin
+    paired = bool(len(plan) and (plan.arm == PAIR).any())
     axis_cols = [c for c in plan.columns if c not in set(PLAN_COLUMNS)]
     runs_by_id = runs.set_index("run_id", drop=False) if len(runs) else runs
     rows = []
@@ -102,7 +169,7 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
             "graph_run_id": first.run_id,
         }
         if len(pair_jobs):
-            other = CONTROL if first.impl == "none" else GRAPH
+            other = CONTROL if first.impl == NO_GRAPH else GRAPH
             row.update(eager_run_ids=[pair_run_id(j, EAGER) for j in pair_jobs.run_id],
                        graph_run_ids=[pair_run_id(j, other) for j in pair_jobs.run_id], pair_ids=list(pair_jobs.run_id))
             row.update(eager_run_id=row["eager_run_ids"][0], graph_run_id=row["graph_run_ids"][0])
@@ -110,7 +177,8 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
         eager_blocked = eager_plan[eager_plan.status == BLOCKED]
         if len(blocked) or len(eager_blocked):
             src = blocked.iloc[0] if len(blocked) else eager_blocked.iloc[0]
-            row.update(verdict=BLOCKED, reason=f"preflight: {src.rule_message}", rule_id=src.rule_id, gpu_seconds=0.0)
+            row.update(verdict=BLOCKED, failure_detail=src.rule_message, rule_id=src.rule_id, gpu_seconds=0.0,
+                       margin=margin)
             rows.append(row)
             continue
         if len(pair_jobs):
@@ -119,31 +187,38 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
             eager_runs = runs_by_id.loc[runs_by_id.run_id.isin(eager_plan.run_id)] if len(runs) else runs
             graph_runs = runs_by_id.loc[runs_by_id.run_id.isin(graph_plan.run_id)] if len(runs) else runs
         if len(pair_jobs) and not len(eager_runs) and not len(graph_runs):
-            row.update(verdict=FAILED, reason="no run of this cell was recorded (runs.parquet has none)")
+            row.update(verdict=FAILED, failure_detail="no run of this cell was recorded (runs.parquet has none)",
+                       margin=margin)
             rows.append(row)
             continue
-        v = stats.judge_cell(_arm_runs(eager_runs, by_run), _arm_runs(graph_runs, by_run), margin=margin,
-                             paired=paired and bool(len(pair_jobs)))  # fmt: skip
-        row.update({k: getattr(v, k) for k in v.__dataclass_fields__})
+        mem = memory_figure(eager_runs, graph_runs)
+        v = stats.judge_cell(_arm_runs(eager_runs, by_run, seeds, mem), _arm_runs(graph_runs, by_run, seeds, mem),
+                             margin=margin, alpha=alpha_of(cell_id, adaptive, extra),
+                             paired=paired and bool(len(pair_jobs)), control=first.arm == CONTROL or first.impl == NO_GRAPH,
+                             mem_metric=mem)  # fmt: skip
+        row.update(asdict(v))
         _check_comparable(row, eager_runs, graph_runs)
         row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
         if len(pair_jobs):  # the pair is the unit: both arms' share of the jobs belongs to the cell
             row["gpu_seconds"] += float(eager_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
+        row["gpu_names"] = _gpu_names(eager_runs, graph_runs)
         if first.arm == CONTROL:
             row["variant"] = AA
         rows.append(row)
+    for row in rows:
+        row["reason"] = prose.reason(row)
     df = pd.DataFrame(rows)
-    if len(df):
+    if len(df):  # one family: the claims of a difference beyond the margin, one kind of p-value (p_beyond)
         testable = df.verdict.isin(TIMING_VERDICTS) & (df.variant != AA)
-        q = stats.benjamini_hochberg([p if t else None for p, t in zip(df.get("p_value", [None] * len(df)), testable)])
-        df["q_value"] = q
+        p = df["p_beyond"] if "p_beyond" in df.columns else pd.Series([None] * len(df))
+        df["q_value"] = iv.benjamini_hochberg([x if t and pd.notna(x) else None for x, t in zip(p, testable)])
     for c in COMPARISON_COLUMNS:
         if c not in df.columns:
             df[c] = None
     ordered = COMPARISON_COLUMNS[:6] + axis_cols + [c for c in COMPARISON_COLUMNS[6:]]
     rest = [c for c in df.columns if c not in ordered]
     df = df[ordered + rest]
-    write_table(df, out, "comparison", extra={"margin": margin, "paired": paired})
+    write_table(df, out, "comparison", extra={"margin": margin, "paired": paired, "adaptive_repeats": adaptive})
     return df
 
 
@@ -156,7 +231,6 @@ def _check_comparable(row: dict[str, Any], eager_runs: pd.DataFrame, graph_runs:
     if not diffs:
         return
     if row["verdict"] in COMPARING_VERDICTS:
-        row.update(verdict=NOT_COMPARABLE, reason=provenance.not_comparable_reason(diffs), speedup=None,
-                   ci_low=None, ci_high=None, p_value=None, paired_outcome=f"not-comparable ({row.get('paired_outcome')})")
-    else:  # blocked / failed / invalid describe one arm on its own; keep them, say the arms also differ
-        row["reason"] = f"{row.get('reason') or ''} (note: {provenance.not_comparable_reason(diffs)})".strip()
+        row.update(verdict=NOT_COMPARABLE, failure_detail=provenance.not_comparable_reason(diffs), speedup=None,
+                   ci_low=None, ci_high=None, p_beyond=None, p_within=None,
+                   paired_outcome=f"not-comparable ({row.get('paired_outcome')})")

@@ -1,43 +1,65 @@
-"""The verdict of one cell: a graph variant's runs against the eager baseline of its shape.
+"""The verdict of one cell: a graph variant's runs against the eager baseline of its shape, as numbers.
 
-Design choices, each because of evidence in ../shared (design.md, anchors.md §3/§5, fixtures):
-- Jobs are the replicates. Each run is reduced to the median of its steady window; the interval
-  of a cell comes from the spread of those medians across repeated jobs. Iteration-to-iteration
-  noise inside one job understates job-to-job noise (h200-probe: eager jobs of one shape at
-  15 vs 18 ms while each run's iterations agree within a few %).
-- Effects are ratios, so the arithmetic happens on log step times (t-interval on log ratios).
-- Three-way decision with a practical margin: speedup/slowdown only when the whole interval is
-  beyond 1 ± margin, neutral when it lies inside, inconclusive otherwise.
-Method and measured error rates: docs/statistics.md (figures from benchmarks/validate_stats.py).
+Outcomes first, then timing, then loss parity:
+- no usable eager run -> baseline-failed; a blocked graph run -> blocked; a graph run without capture and replay
+  evidence -> invalid; a graph OOM -> oom; no usable graph run -> failed;
+- otherwise the interval of eager/graph step time from the per-job steady medians (judge/interval.py: jobs are
+  the replicates, a resolution floor, an allowance for thin arms, never pooled) against the band 1 +- margin;
+- a usable graph run whose lm loss leaves its eager counterpart's (judge/parity.py) makes the cell invalid: the
+  graph trained another model, however fast.
+The sentence a reader sees is written from these fields by judge/prose.py, and only there.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
-from scipy import stats as _sps
 
+from graphsweep.judge import interval as iv
+from graphsweep.judge import parity as lp
 from graphsweep.vocab import (
-    BASELINE_FAILED, BLOCKED, EAGER, FAILED, GRAPH, INCONCLUSIVE, INVALID, NEUTRAL, OOM, RESULT_OUTCOMES, SLOWDOWN,
-    SPEEDUP, TIMEOUT, TIMING_VERDICTS, USABLE_OUTCOMES,
+    BASELINE_FAILED, BLOCKED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN, SPEEDUP, TIMING_VERDICTS,
+    USABLE_OUTCOMES,
 )  # fmt: skip
 
-BOOTSTRAP_RESAMPLES = 2000
+# The memory a cell's arms are compared on (runs.parquet column -> its words), best first; a cell uses the first one
+# that runs of both arms recorded (docs/tables.md): what the caching allocator holds in the steady window, graph
+# pools included; else what is allocated there; else, for logs without memory lines after capture, the whole-run
+# peak (which includes pre-capture peaks, so it can hide a graph's cost).
+MEMORY_FIGURES = {
+    "steady_mem_reserved_gb": "steady-state reserved memory",
+    "steady_mem_allocated_gb": "steady-state allocated memory",
+    "peak_mem_gb": "whole-run peak memory",
+}
 
-CI_WITHIN_RUN = "within-run bootstrap (1 repeat: understates job-to-job noise)"
+# Paired outcome of a cell (comparison.parquet paired_outcome): what happened to both arms, before any timing.
+BOTH_COMPLETED = "both-completed"
+MIXED = "mixed"  # some runs of an arm were excluded (crash, timeout before the window, unparseable)
+GRAPH_ONLY_OOM = "graph-only-oom"
+GRAPH_SOMETIMES_OOM = "graph-sometimes-oom"
+BOTH_OOM = "both-oom"
+GRAPH_FIXES_FAILURE = "graph-fixes-failure"
+GRAPH_INTRODUCES_FAILURE = "graph-introduces-failure"
+GRAPH_BLOCKED = "graph-blocked"
+GRAPH_INVALID = "graph-invalid"
+GRAPH_LOSS_DIVERGED = "graph-loss-diverged"
+BOTH_FAILED = "both-failed"
 
 
 @dataclass
 class ArmRun:
     run_id: str
-    outcome: str  # completed | timeout (usable only if it has steady data) | blocked | oom | crashed | invalid | unparseable
+    outcome: str  # one of vocab.RESULT_OUTCOMES
     step_ms: Sequence[float]  # the steady-window iteration times of this run (ms)
-    peak_mem_gb: float | None = None  # peak memory after capture
+    resolution_ms: float | None = None  # print step of those times (from the log's digits); None: from the values
+    mem_gb: float | None = None  # the run's memory figure (compare.MEMORY_FIGURES: steady reserved, when logged)
     reason: str = ""
     error_class: str | None = None
+    seed: int | None = None  # runs of one seed train the same model (None: the workload's one fixed seed)
+    loss: Mapping[int, float] = field(default_factory=dict)  # iteration -> lm loss, every iteration printed
 
     def __post_init__(self) -> None:
         if self.outcome not in RESULT_OUTCOMES:
@@ -57,33 +79,63 @@ class ArmRun:
         """Timing counts: completed, or a timeout that still measured a steady window."""
         return self.outcome in USABLE_OUTCOMES and len(self.step_ms) > 0
 
+    @property
+    def median_ms(self) -> float:
+        a = np.sort(np.asarray(self.step_ms, dtype=float))
+        k = a.size // 2
+        return float(a[k]) if a.size % 2 else float(0.5 * (a[k - 1] + a[k]))
+
+    @property
+    def print_step_ms(self) -> float:
+        return self.resolution_ms if self.resolution_ms else iv.print_step(self.step_ms)
+
 
 @dataclass
 class Verdict:
-    verdict: str  # one of VERDICTS
-    reason: str
-    speedup: float | None = None  # eager/graph step-time ratio, >1 = graph faster
+    verdict: str  # one of vocab.VERDICTS
+    margin: float
+    alpha: float  # alpha spent at this look (two-sided); the interval's level is 1 - alpha
+    control: bool = False  # an A/A cell: both arms eager
+    # timing: set when both arms have usable runs
+    speedup: float | None = None  # eager / graph step time, > 1 = graph faster
     ci_low: float | None = None
     ci_high: float | None = None
-    p_value: float | None = None  # two-sided, H0: ratio == 1 (raw; adjust across cells with benjamini_hochberg)
+    p_beyond: float | None = None  # H0: ratio inside 1 +- margin; speedup/slowdown iff < alpha (BH takes this)
+    p_within: float | None = None  # H0: ratio outside the band (TOST); neutral iff < alpha
+    df: float | None = None
+    design: str = ""  # "unpaired" | "paired"
+    eager_spread: str | None = None  # interval.OBSERVED | RESOLUTION | ALLOWANCE | NO_SPREAD
+    graph_spread: str | None = None
+    thin: bool = False  # an arm had fewer than MIN_OWN_JOBS jobs: its spread is the allowance
+    resolution_limited: bool = False  # inconclusive, and the print step alone would keep it so at any n
+    repeats_needed: int | None = None  # jobs per arm for 80 % power at the next look (inconclusive cells)
+    # the arms
     n_eager: int = 0  # usable runs
     n_graph: int = 0
+    eager_outcomes: list[str] = field(default_factory=list)  # every run's outcome, run order
+    graph_outcomes: list[str] = field(default_factory=list)
     eager_step_ms: float | None = None  # median of per-run medians
     graph_step_ms: float | None = None
-    ci_method: str = ""
-    eager_peak_mem_gb: float | None = None  # median across runs of peak memory after capture
-    graph_peak_mem_gb: float | None = None
-    mem_delta_gb: float | None = None  # graph - eager
-    # both-completed | mixed | graph-only-oom | graph-sometimes-oom | both-oom | graph-fixes-failure |
-    # graph-introduces-failure | graph-blocked | graph-invalid | both-failed
+    eager_resolution_ms: float | None = None
+    graph_resolution_ms: float | None = None
+    excluded_run_ids: list[str] = field(default_factory=list)  # unusable runs left out of the timing
+    failure_run_id: str | None = None  # the run whose outcome decided a non-timing verdict
+    failure_detail: str | None = None  # that run's own reason (parser text), or the preflight rule's message
     paired_outcome: str = ""
-
-
-def _median(x: Sequence[float] | np.ndarray) -> float:
-    """Median of one run's iteration times (sort-based: np.median costs ~10x more on short arrays)."""
-    a = np.sort(np.asarray(x, dtype=float))
-    k = a.size // 2
-    return float(a[k]) if a.size % 2 else float(0.5 * (a[k - 1] + a[k]))
+    # memory: median across runs of each run's memory figure (runs that got there: not OOM, not blocked)
+    mem_metric: str | None = None  # which runs.parquet column the figures are (judge/compare.py MEMORY_FIGURES)
+    eager_mem_gb: float | None = None
+    graph_mem_gb: float | None = None
+    mem_delta_gb: float | None = None  # graph - eager
+    # loss parity of the graph arm (judge/parity.py): the worst graph run
+    loss_parity: str | None = None  # parity.PARITY_OK | DIVERGED | NONFINITE | UNCHECKED
+    loss_iteration: int | None = None  # where it diverged (or, when ok, the closest call)
+    loss_graph: float | None = None
+    loss_eager: float | None = None
+    loss_rel_diff: float | None = None
+    loss_tolerance: float | None = None
+    loss_worst_excess: float | None = None  # max rel_diff / tolerance over iterations (> 1: diverged)
+    loss_run_id: str | None = None
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
@@ -91,309 +143,128 @@ def _median_or_none(values: Sequence[float | None]) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
-def _describe(runs: Sequence[ArmRun]) -> str:
-    """'2 oom, 1 crashed (NCCL)' style summary of unusable runs."""
-    counts: dict[str, int] = {}
-    for r in runs:
-        key = r.outcome if r.outcome != TIMEOUT else "timeout before the steady window"
-        counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{v} {k}" for k, v in counts.items())
+def _first(runs: Sequence[ArmRun], outcome: str | None = None) -> ArmRun | None:
+    return next((r for r in runs if outcome is None or r.outcome == outcome), None)
 
 
-def _first_reason(runs: Sequence[ArmRun], outcome: str) -> str:
-    for r in runs:
-        if r.outcome == outcome:
-            detail = r.reason or r.error_class or ""
-            return f"{r.run_id}: {detail}" if detail else r.run_id
-    return ""
+def _fail(v: Verdict, verdict: str, paired_outcome: str, run: ArmRun | None) -> Verdict:
+    v.verdict, v.paired_outcome = verdict, paired_outcome
+    if run is not None:
+        v.failure_run_id = run.run_id
+        v.failure_detail = run.reason or run.error_class or run.outcome
+    return v
 
 
-def _decide(lo: float, hi: float, margin: float) -> str:
-    if lo > 1 + margin:
-        return SPEEDUP
-    if hi < 1 - margin:
-        return SLOWDOWN
-    if lo >= 1 - margin and hi <= 1 + margin:
-        return NEUTRAL
-    return INCONCLUSIVE
+def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.Parity | None:
+    """The worst graph run's parity against the usable eager runs of its seed; recorded on v.
 
-
-class BetweenRuns(NamedTuple):
-    """The between-jobs estimate of a cell, and the spread repeats.py plans more repeats from."""
-
-    estimate: float  # eager / graph step time
-    lo: float
-    hi: float
-    p: float
-    method: str
-    plan_sd: float  # per-arm sd of log step time (paired: the per-arm equivalent)
-    n_plan: int  # repeats per arm behind plan_sd
-
-
-def between_runs(
-    eager_med: np.ndarray, graph_med: np.ndarray, pairs: np.ndarray | None, confidence: float
-) -> BetweenRuns:
-    """Speedup and interval from the per-run medians: jobs are the replicates (Welch, or paired t on log ratios)."""
-    alpha = 1 - confidence
-    if pairs is not None:  # paired by repeat index: log ratio per pair
-        d = np.log(pairs[:, 0]) - np.log(pairs[:, 1])
-        n = d.size
-        mean, sd = float(d.mean()), float(d.std(ddof=1))
-        se, df = sd / math.sqrt(n), n - 1
-        method = f"between-runs t on log-ratios (n={n} pairs)"
-        plan_sd = sd * math.sqrt(0.5)  # per-arm equivalent, so repeats_needed is comparable
-    else:
-        le, lg = np.log(eager_med), np.log(graph_med)
-        ne, ng = le.size, lg.size
-        mean = float(le.mean() - lg.mean())
-        ve = float(le.var(ddof=1)) if ne > 1 else math.nan
-        vg = float(lg.var(ddof=1)) if ng > 1 else math.nan
-        if ne > 1 and ng > 1:  # Welch: the eager arm of launch-bound shapes is much noisier
-            se = math.sqrt(ve / ne + vg / ng)
-            num, den = (ve / ne + vg / ng) ** 2, 0.0
-            if ne > 1 and ve > 0:
-                den += (ve / ne) ** 2 / (ne - 1)
-            if ng > 1 and vg > 0:
-                den += (vg / ng) ** 2 / (ng - 1)
-            df = num / den if den > 0 else float(ne + ng - 2)
-            method = f"between-runs t on log-ratios (n={ne}+{ng}, Welch)"
-        else:  # one arm has a single run: its variance is borrowed from the other arm (pooled)
-            v = ve if ne > 1 else vg
-            se = math.sqrt(v * (1 / ne + 1 / ng))
-            df = float(ne + ng - 2)
-            method = f"between-runs t on log-ratios (n={ne}+{ng}, variance from the {EAGER if ne > 1 else GRAPH} arm only)"
-        plan_sd = math.sqrt(np.nanmean([ve, vg]))
-    if se == 0.0:  # every run of both arms printed the same median (print resolution): no spread seen
-        lo = hi = mean
-        p = 1.0 if mean == 0 else 0.0
-    else:
-        tq = float(_sps.t.ppf(1 - alpha / 2, df))
-        lo, hi = mean - tq * se, mean + tq * se
-        p = float(2 * _sps.t.sf(abs(mean) / se, df))
-    n_plan = pairs.shape[0] if pairs is not None else max(eager_med.size, graph_med.size)
-    return BetweenRuns(math.exp(mean), math.exp(lo), math.exp(hi), p, method, plan_sd, n_plan)
-
-
-def _within_run(e: np.ndarray, g: np.ndarray, confidence: float, seed: int = 0) -> tuple[float, float, float, float]:
-    """Bootstrap of the iteration times of one run per arm: ratio of medians, percentile interval."""
-    rng = np.random.default_rng(seed)  # fixed seed: the same logs give the same verdict
-    alpha = 1 - confidence
-    ratios = np.empty(BOOTSTRAP_RESAMPLES)
-    chunk = max(1, min(BOOTSTRAP_RESAMPLES, 4_000_000 // max(e.size, g.size, 1)))
-    for s in range(0, BOOTSTRAP_RESAMPLES, chunk):
-        b = min(chunk, BOOTSTRAP_RESAMPLES - s)
-        me = np.median(e[rng.integers(0, e.size, (b, e.size))], axis=1)
-        mg = np.median(g[rng.integers(0, g.size, (b, g.size))], axis=1)
-        ratios[s : s + b] = me / mg
-    lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
-    if e.size > 1 and g.size > 1 and not (np.all(e == e[0]) and np.all(g == e[0])):
-        p = float(_sps.mannwhitneyu(e, g, alternative="two-sided").pvalue)
-    else:
-        p = 1.0 if np.median(e) == np.median(g) else 0.0
-    return float(np.median(e) / np.median(g)), float(lo), float(hi), p
-
-
-def repeats_needed(sd_log: float, estimate: float, margin: float, confidence: float = 0.95) -> int | None:
-    """Repeats per arm for an unpaired interval of this spread to clear the nearest margin edge.
-
-    A planning figure (normal approximation with t-quantile refinement), not a guarantee: with
-    `estimate` as the true ratio, the interval half-width must shrink below the distance from
-    log(estimate) to the nearest of log(1 - margin), log(1 + margin). None when the estimate sits
-    on an edge (no finite number of repeats decides it).
+    Only runs whose seed is known (stated in the log, or set by the command) are compared: runs of different seeds
+    train different models from the first step, so an unknown seed leaves the parity unchecked, never diverged.
     """
-    le = math.log(estimate)
-    edges = (math.log(1 - margin), math.log(1 + margin))
-    dist = min(abs(le - edges[0]), abs(le - edges[1]))
-    if dist < 1e-9 or not math.isfinite(sd_log):
+    worst: tuple[lp.Parity, str] | None = None
+    for g in graph:
+        if not g.loss:
+            continue
+        same_seed = [dict(e.loss) for e in eager if e.loss and g.seed is not None and e.seed == g.seed]
+        p = lp.check_parity(same_seed, dict(g.loss))
+        rank = (p.verdict in (lp.DIVERGED, lp.NONFINITE), p.verdict != lp.UNCHECKED, p.worst_excess)
+        if worst is None or rank > (worst[0].verdict in (lp.DIVERGED, lp.NONFINITE),
+                                    worst[0].verdict != lp.UNCHECKED, worst[0].worst_excess):
+            worst = (p, g.run_id)
+    if worst is None:
         return None
-    if sd_log == 0:
-        return 2
-    z = float(_sps.norm.ppf(1 - (1 - confidence) / 2))
-    n = max(2, math.ceil(2 * (z * sd_log / dist) ** 2))  # normal answer; t quantiles only push it up
-    while n < 1_000_000:
-        tq = float(_sps.t.ppf(1 - (1 - confidence) / 2, 2 * n - 2))
-        if tq * sd_log * math.sqrt(2 / n) < dist:
-            return n
-        n += 1
-    return None
+    p, run_id = worst
+    v.loss_parity, v.loss_iteration, v.loss_run_id = p.verdict, p.iteration, run_id
+    v.loss_graph, v.loss_eager, v.loss_rel_diff = p.graph_loss, p.eager_loss, p.rel_diff
+    v.loss_tolerance, v.loss_worst_excess = p.tolerance, p.worst_excess
+    return p
 
 
 def judge_cell(
     eager: Sequence[ArmRun],
     graph: Sequence[ArmRun],
     *,
-    margin: float = 0.02,
-    confidence: float = 0.95,
+    margin: float,
+    alpha: float = iv.ALPHA,
     paired: bool = False,
+    control: bool = False,
+    mem_metric: str | None = None,
 ) -> Verdict:
-    """Verdict of one cell (one graph variant against its shape's eager baseline).
+    """Verdict of one cell (one graph variant, or the A/A control, against its shape's eager baseline).
 
-    Outcome precedence, before any timing: eager has no usable run -> baseline-failed; graph
-    blocked -> blocked; graph invalid -> invalid; graph OOM -> oom; graph without any usable run
-    (crashed, timeout before the window, unparseable) -> failed. Then timing: the interval of
-    eager/graph from the per-run medians (between runs), or, with one usable run per arm, a
-    bootstrap of the iteration times that the reason flags as understating job-to-job noise.
+    `alpha` is this look's (interval.alpha_for_look: a sweep that may add repeats spends half at each look);
+    `paired` pairs the arms by position (ABBA pair jobs); `control` marks an A/A cell (both arms eager).
     """
     if not 0 < margin < 1:
         raise ValueError(f"judge_cell: margin={margin} must be a fraction in (0, 1), e.g. 0.02 for 2 %")
-    if not 0 < confidence < 1:
-        raise ValueError(f"judge_cell: confidence={confidence} must be in (0, 1), e.g. 0.95")
+    if not 0 < alpha < 1:
+        raise ValueError(f"judge_cell: alpha={alpha} must be in (0, 1), e.g. 0.05")
     if not eager and not graph:
         raise ValueError("judge_cell: no runs for either arm; plan and run the cell first")
 
-    e_ok = [r for r in eager if r.usable]
-    g_ok = [r for r in graph if r.usable]
-    e_bad = [r for r in eager if not r.usable]
-    g_bad = [r for r in graph if not r.usable]
-
-    v = Verdict(verdict="", reason="", n_eager=len(e_ok), n_graph=len(g_ok))
-    # Memory: peak after capture; OOM runs carry no meaningful peak, so only runs that got there count.
-    v.eager_peak_mem_gb = _median_or_none([r.peak_mem_gb for r in eager if r.outcome not in (OOM, BLOCKED)])
-    v.graph_peak_mem_gb = _median_or_none([r.peak_mem_gb for r in graph if r.outcome not in (OOM, BLOCKED)])
-    if v.eager_peak_mem_gb is not None and v.graph_peak_mem_gb is not None:
-        v.mem_delta_gb = v.graph_peak_mem_gb - v.eager_peak_mem_gb
-    # Jobs are the replicates: each usable run is reduced to the median of its steady window.
-    run_med = {id(r): _median(r.step_ms) for r in (*e_ok, *g_ok)}
-    e_med = np.array([run_med[id(r)] for r in e_ok])
-    g_med = np.array([run_med[id(r)] for r in g_ok])
+    e_ok, g_ok = [r for r in eager if r.usable], [r for r in graph if r.usable]
+    e_bad, g_bad = [r for r in eager if not r.usable], [r for r in graph if not r.usable]
+    v = Verdict(verdict="", margin=margin, alpha=alpha, control=control, mem_metric=mem_metric,
+                n_eager=len(e_ok), n_graph=len(g_ok),
+                eager_outcomes=[r.outcome for r in eager], graph_outcomes=[r.outcome for r in graph])
+    v.eager_mem_gb = _median_or_none([r.mem_gb for r in eager if r.outcome not in (OOM, BLOCKED)])
+    v.graph_mem_gb = _median_or_none([r.mem_gb for r in graph if r.outcome not in (OOM, BLOCKED)])
+    if v.eager_mem_gb is not None and v.graph_mem_gb is not None:
+        v.mem_delta_gb = v.graph_mem_gb - v.eager_mem_gb
     if e_ok:
-        v.eager_step_ms = float(np.median(e_med))
+        v.eager_step_ms = float(np.median([r.median_ms for r in e_ok]))
+        v.eager_resolution_ms = max(r.print_step_ms for r in e_ok)
     if g_ok:
-        v.graph_step_ms = float(np.median(g_med))
-
-    g_out = {r.outcome for r in graph}
-    e_out = {r.outcome for r in eager}
-    of = lambda runs, total: f"{len(runs)} of {len(total)}"  # noqa: E731
+        v.graph_step_ms = float(np.median([r.median_ms for r in g_ok]))
+        v.graph_resolution_ms = max(r.print_step_ms for r in g_ok)
+    g_out, e_out = {r.outcome for r in graph}, {r.outcome for r in eager}
 
     # 1. No baseline, no verdict.
     if not e_ok:
-        v.verdict = BASELINE_FAILED
-        what = _describe(e_bad) if e_bad else "no eager runs"
-        first = next((r for r in e_bad if r.reason or r.error_class), None)
-        detail = f" ({first.run_id}: {first.reason or first.error_class})" if first else ""
+        first = next((r for r in e_bad if r.reason or r.error_class), _first(e_bad))
         if e_out == {OOM} and OOM in g_out and not g_ok:
-            v.paired_outcome = "both-oom"
-            v.reason = f"eager arm has no usable run ({what}){detail}; graph arm OOM too: the shape does not fit"
-        elif g_ok:
-            v.paired_outcome = "graph-fixes-failure"
-            v.reason = (
-                f"eager arm has no usable run ({what}){detail}, but {of(g_ok, graph)} graph runs completed "
-                f"(median {v.graph_step_ms:.2f} ms): the graph fixes a baseline failure; no speedup can be computed"
-            )
-        else:
-            v.paired_outcome = "both-failed"
-            v.reason = f"eager arm has no usable run ({what}){detail}; graph arm: {_describe(g_bad) or 'no runs'}"
-        return v
-
-    # 2. Deterministic graph-arm outcomes dominate, even if some repeats completed.
-    timing_hint = ""
-    if g_ok:
-        timing_hint = f"; the {len(g_ok)} completed graph run(s) had median {v.graph_step_ms:.2f} ms vs eager {v.eager_step_ms:.2f} ms"
+            return _fail(v, BASELINE_FAILED, BOTH_OOM, first)
+        return _fail(v, BASELINE_FAILED, GRAPH_FIXES_FAILURE if g_ok else BOTH_FAILED, first)
+    # 2. Deterministic graph-arm outcomes dominate, even when some repeats completed.
     if BLOCKED in g_out:
-        v.verdict, v.paired_outcome = BLOCKED, "graph-blocked"
-        v.reason = f"graph arm blocked: {_first_reason(graph, BLOCKED) or 'no reason recorded'}"
-        return v
+        return _fail(v, BLOCKED, GRAPH_BLOCKED, _first(graph, BLOCKED))
     if INVALID in g_out:
-        bad = [r for r in graph if r.outcome == INVALID]
-        v.verdict, v.paired_outcome = INVALID, "graph-invalid"
-        v.reason = (
-            f"{of(bad, graph)} graph runs completed without evidence that a graph was captured and replayed "
-            f"({_first_reason(graph, INVALID)}){timing_hint}"
-        )
-        return v
+        return _fail(v, INVALID, GRAPH_INVALID, _first(graph, INVALID))
     if OOM in g_out:
-        bad = [r for r in graph if r.outcome == OOM]
-        v.verdict = OOM
-        v.paired_outcome = "graph-only-oom" if not g_ok else "graph-sometimes-oom"
-        head = "graph-only OOM" if not g_ok else f"graph OOM in {of(bad, graph)} repeats (near the memory limit)"
-        mem = f"; eager fit at {v.eager_peak_mem_gb:.2f} GB peak" if v.eager_peak_mem_gb is not None else "; eager fit"
-        v.reason = f"{head}: {_first_reason(graph, OOM)}{mem}{timing_hint}"
-        return v
-    if not g_ok:
-        v.verdict = FAILED
-        # eager also lost runs the same way: flaky infrastructure rather than the graph
-        v.paired_outcome = "mixed" if e_bad and {r.outcome for r in e_bad} >= g_out else "graph-introduces-failure"
-        first = next((r for r in g_bad), None)
-        detail = f" ({first.run_id}: {first.reason or first.error_class or first.outcome})" if first else ""
-        v.reason = f"graph arm has no usable run ({_describe(g_bad) or 'no graph runs'}){detail} while eager completed"
-        return v
-
-    # 3. Timing. Non-deterministic failures (crash, timeout before the window, unparseable) are excluded, said aloud.
-    notes: list[str] = []
-    if g_bad:
-        notes.append(f"excluded {of(g_bad, graph)} graph runs ({_describe(g_bad)}: {g_bad[0].run_id} {g_bad[0].reason or g_bad[0].error_class or ''})".rstrip())
-    if e_bad:
-        notes.append(f"excluded {of(e_bad, eager)} eager runs ({_describe(e_bad)})")
-    v.paired_outcome = "both-completed" if not (g_bad or e_bad) else "mixed"
-
+        return _fail(v, OOM, GRAPH_SOMETIMES_OOM if g_ok else GRAPH_ONLY_OOM, _first(graph, OOM))
+    if not g_ok:  # eager lost runs the same way too: flaky infrastructure rather than the graph
+        mixed = bool(e_bad) and {r.outcome for r in e_bad} >= g_out
+        return _fail(v, FAILED, MIXED if mixed else GRAPH_INTRODUCES_FAILURE, _first(g_bad))
+    # 3. A graph arm that trains another model is not a result, however fast.
+    parity = _parity(v, e_ok, g_ok)
+    if parity is not None and parity.verdict in (lp.DIVERGED, lp.NONFINITE):
+        v.verdict, v.paired_outcome = INVALID, GRAPH_LOSS_DIVERGED
+        v.failure_run_id = v.loss_run_id
+        # fall through: the timing is still recorded, for the reader who wants to see what the wrong model cost
+    # 4. Timing. Non-deterministic failures (crash, timeout before the window, unparseable) are excluded.
+    v.excluded_run_ids = [r.run_id for r in (*g_bad, *e_bad)]
+    if not v.paired_outcome:
+        v.paired_outcome = MIXED if v.excluded_run_ids else BOTH_COMPLETED
+    e_med, g_med = [r.median_ms for r in e_ok], [r.median_ms for r in g_ok]
+    e_step, g_step = [r.print_step_ms for r in e_ok], [r.print_step_ms for r in g_ok]
+    ea, ga = iv.summarize_arm(e_med, e_step), iv.summarize_arm(g_med, g_step)
     pairs = None
-    if paired:  # by repeat index; a pair with an unusable side is dropped
-        ok_pairs = [(run_med[id(a)], run_med[id(b)]) for a, b in zip(eager, graph) if a.usable and b.usable]
-        if len(ok_pairs) >= 2:
-            pairs = np.array(ok_pairs)
-        else:
-            notes.append(f"pairing asked but only {len(ok_pairs)} complete pair(s): compared unpaired")
-
-    plan_sd, n_plan = math.nan, 1
-    if pairs is not None or (e_med.size + g_med.size >= 3):
-        est, lo, hi, p, method, plan_sd, n_plan = between_runs(e_med, g_med, pairs, confidence)
-        single = ""
-    else:
-        e, g = np.asarray(e_ok[0].step_ms, float), np.asarray(g_ok[0].step_ms, float)
-        est, lo, hi, p = _within_run(e, g, confidence)
-        method = CI_WITHIN_RUN
-        single = "; 1 repeat per arm: the interval is within-run only and understates job-to-job noise"
-    v.speedup, v.ci_low, v.ci_high, v.p_value, v.ci_method = est, lo, hi, p, method
-    v.verdict = _decide(lo, hi, margin)
-
-    pct = f"{int(round(confidence * 100))}% CI"
-    band = f"1 ± {margin:g}"
-    iv = f"{est:.3f}x [{lo:.3f}, {hi:.3f}] ({pct}; eager {v.eager_step_ms:.2f} ms vs graph {v.graph_step_ms:.2f} ms)"
-    if v.verdict == SPEEDUP:
-        reason = f"graph faster: {iv} excludes {band}"
-    elif v.verdict == SLOWDOWN:
-        reason = f"graph slower: {iv} excludes {band}"
-    elif v.verdict == NEUTRAL:
-        reason = f"no practical difference: {iv} lies inside {band}"
-    else:
-        need = repeats_needed(plan_sd, est, margin, confidence) if math.isfinite(plan_sd) else None
-        if method == CI_WITHIN_RUN:
-            more = " (run at least 3 repeats per arm)"
-        elif need is not None:
-            more = f" (about {max(need, n_plan + 1)} repeats per arm at this spread)"
-        else:
-            more = " (the estimate sits on the margin: only many more repeats would)"
-        reason = f"{iv} straddles {band}: more repeats would decide{more}"
-    if v.mem_delta_gb is not None and v.eager_peak_mem_gb:
-        rel = v.mem_delta_gb / v.eager_peak_mem_gb
-        if v.verdict == SPEEDUP and v.mem_delta_gb > 0:
-            reason += f"; the speedup costs {v.mem_delta_gb:+.2f} GB peak memory ({rel:+.0%}: {v.eager_peak_mem_gb:.2f} -> {v.graph_peak_mem_gb:.2f} GB)"
-        elif abs(v.mem_delta_gb) >= 0.01:
-            reason += f"; peak memory {v.mem_delta_gb:+.2f} GB ({rel:+.0%})"
-    v.reason = reason + single + "".join(f"; {n}" for n in notes)
+    if paired:  # by position; a pair with an unusable side is dropped
+        both = [(a, b) for a, b in zip(eager, graph) if a.usable and b.usable]
+        pairs = iv.summarize_pairs([a.median_ms for a, _ in both], [b.median_ms for _, b in both],
+                                   [a.print_step_ms for a, _ in both], [b.print_step_ms for _, b in both])
+    j = iv.judge_arms(pairs, iv.ZERO_ARM, margin=margin, alpha=alpha) if pairs else iv.judge_arms(
+        ea, ga, margin=margin, alpha=alpha)
+    v.design = "paired" if pairs else "unpaired"
+    v.speedup, v.ci_low, v.ci_high = j.ratio, j.lo, j.hi
+    v.p_beyond, v.p_within, v.df = j.p_beyond, j.p_within, j.df
+    v.eager_spread, v.graph_spread = (pairs.source, pairs.source) if pairs else (ea.source, ga.source)
+    v.thin, v.resolution_limited = j.thin, j.resolution_limited
+    if v.verdict != INVALID:
+        v.verdict = j.verdict
+        if j.verdict == INCONCLUSIVE and not j.resolution_limited:
+            v.repeats_needed = iv.repeats_for_power(ea, ga, margin=margin)
     return v
-
-
-def benjamini_hochberg(p_values: Sequence[float | None]) -> list[float | None]:
-    """Benjamini-Hochberg adjusted p-values (q-values), same order; None (no test) stays None.
-
-    Only cells with a p-value count towards m, so blocked/OOM cells do not dilute the correction.
-    """
-    idx = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
-    for i in idx:
-        if not 0.0 <= float(p_values[i]) <= 1.0:  # type: ignore[arg-type]
-            raise ValueError(f"benjamini_hochberg: p-value {p_values[i]} at position {i} is outside [0, 1]")
-    out: list[float | None] = [None] * len(p_values)
-    m = len(idx)
-    if m == 0:
-        return out
-    order = sorted(idx, key=lambda i: float(p_values[i]))  # type: ignore[arg-type]
-    running = 1.0
-    for rank in range(m, 0, -1):  # step-up: q_(k) = min_{j>=k} m p_(j) / j
-        i = order[rank - 1]
-        running = min(running, float(p_values[i]) * m / rank)  # type: ignore[arg-type]
-        out[i] = running
-    return out
 
 
 def aa_false_positive_rate(verdicts: Sequence[str]) -> tuple[int, int, float]:

@@ -99,6 +99,7 @@ def plan_frame(planned: Sequence[PlannedRun]) -> pd.DataFrame:
             rule_message=" | ".join(v.message for v in p.violations) or None,
             rule_source=" | ".join(v.source for v in p.violations) or None,
             command=p.launch.shell(),
+            seed=p.launch.seed,
             est_gpu_seconds=p.est_gpu_seconds,  # kept for blocked runs too: the report shows the GPU time saved
         )
         rec.update({k: settings[k] for k in shape})  # one column per axis

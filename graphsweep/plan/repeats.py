@@ -15,18 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 import yaml
 
-from graphsweep.judge import verdict as stats
+from graphsweep.judge import interval as iv
 from graphsweep.plan.planner import plan_sweep, submitted
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.vocab import EAGER, INCONCLUSIVE, USABLE_OUTCOMES, RunSpec, SweepPaths
 from graphsweep.workloads.registry import for_run
 
 DEFAULT_CAP = 10  # repeats per arm: beyond this, more jobs rarely pay for themselves (docs/statistics.md)
-WITHIN_RUN_TARGET = 3  # one usable run per arm: the interval was within-run only; 3 gives a between-job one
+DEFAULT_PRINT_STEP_MS = 0.1  # Megatron prints elapsed time with {:.1f}; for runs parsed before the column existed
 
 
 class RepeatsError(ValueError):
@@ -92,42 +91,35 @@ def write_extra(path: Path, sweep: str, targets: Mapping[str, int], notes: Mappi
 
 
 def suggested_repeats(
-    eager_ms: Sequence[float],
-    graph_ms: Sequence[float],
+    eager_ms: Sequence[float | None],
+    graph_ms: Sequence[float | None],
     *,
     margin: float,
-    paired: bool = False,
-    confidence: float = 0.95,
+    eager_step_ms: Sequence[float] | float = 0.1,
+    graph_step_ms: Sequence[float] | float = 0.1,
     cap: int = DEFAULT_CAP,
 ) -> tuple[int, str]:
-    """(repeats per arm, why) for a cell from its runs' steady medians (in repeat order when paired).
+    """(repeats per arm, why) for an inconclusive cell from its runs' steady medians and print steps.
 
-    The same figure stats.judge_cell prints in an inconclusive reason ("about N repeats per arm at this
-    spread"): the interval half-width at the observed spread must shrink below the distance from the estimate to
-    the nearest margin edge (stats.repeats_needed). Capped, and always at least one more than the cell has.
+    The planned n of the second look: jobs per arm at which the cell reaches the verdict its current estimate
+    implies with 80 % power at the second look's alpha (interval.repeats_for_power, the judge's own rule), the
+    same figure the cell's reason gives. Capped, and always at least one more than the cell has.
     """
-    e = np.asarray([x for x in eager_ms if x and math.isfinite(x) and x > 0], dtype=float)
-    g = np.asarray([x for x in graph_ms if x and math.isfinite(x) and x > 0], dtype=float)
-    have = max(e.size, g.size)
-    if e.size == 0 or g.size == 0:
-        return min(cap, max(WITHIN_RUN_TARGET, have + 1)), "an arm has no usable run: no spread to plan with"
-    pairs = None
-    if paired:
-        n = min(len(eager_ms), len(graph_ms))
-        ok = [(a, b) for a, b in zip(eager_ms[:n], graph_ms[:n]) if a and b and math.isfinite(a) and math.isfinite(b)]
-        pairs = np.asarray(ok, dtype=float) if len(ok) >= 2 else None
-    if pairs is None and e.size + g.size < 3:
-        return min(cap, max(WITHIN_RUN_TARGET, have + 1)), "1 repeat per arm: the interval was within-run only"
-    # stats' own planning figures (the function judge_cell uses), so the number matches the report's reason
-    b = stats.between_runs(e, g, pairs, confidence)
-    est, plan_sd, n_plan = b.estimate, b.plan_sd, b.n_plan
-    need = stats.repeats_needed(plan_sd, est, margin, confidence) if math.isfinite(plan_sd) else None
+    e = [float(x) for x in eager_ms if x and math.isfinite(x) and x > 0]
+    g = [float(x) for x in graph_ms if x and math.isfinite(x) and x > 0]
+    have = max(len(e), len(g))
+    if not e or not g:
+        return min(cap, max(iv.MIN_OWN_JOBS, have + 1)), "an arm has no usable run: no spread to plan with"
+    step_e = eager_step_ms if isinstance(eager_step_ms, (int, float)) else list(eager_step_ms)[: len(e)]
+    step_g = graph_step_ms if isinstance(graph_step_ms, (int, float)) else list(graph_step_ms)[: len(g)]
+    ea, ga = iv.summarize_arm(e, step_e), iv.summarize_arm(g, step_g)
+    estimate = math.exp(ea.mean_log - ga.mean_log)
+    need = iv.repeats_for_power(ea, ga, margin=margin, cap=cap)
     if need is None:
-        return cap, f"estimate {est:.3f}x sits on the margin edge: capped at {cap}"
-    target = max(need, n_plan + 1)
-    if target > cap:
-        return cap, f"about {target} repeats per arm at this spread (sd {plan_sd:.3f} of log step): capped at {cap}"
-    return target, f"about {target} repeats per arm at this spread (sd {plan_sd:.3f} of log step time)"
+        return cap, (f"estimate {estimate:.3f}x: no n up to {cap} reaches 80% power (it sits on a margin edge, or "
+                     f"the print step limits it): capped at {cap}")
+    target = max(need, have + 1)
+    return target, f"about {target} repeats per arm for 80% power at the second look (estimate {estimate:.3f}x)"
 
 
 @dataclass
@@ -173,14 +165,26 @@ def plan_more_repeats(
     cap: int = DEFAULT_CAP,
     margin: float | None = None,
 ) -> list[CellPlan]:
-    """One CellPlan per inconclusive cell (A/A control cells included: an undecided control says little)."""
-    margin = float(spec.raw.get("margin", 0.02) if margin is None else margin)
+    """One CellPlan per inconclusive cell (A/A control cells included: an undecided control says little).
+
+    Only for a sweep whose spec says `adaptive_repeats: true`: its verdicts spent half of alpha at the first look,
+    the other half is for this one. A cell that had its second look gets no third (nothing is left to spend).
+    """
+    if not spec.raw["adaptive_repeats"]:
+        raise RepeatsError(
+            f"{spec.path}: key 'adaptive_repeats' = false: the verdicts spent all of alpha 0.05 at the first look, so "
+            "a second look would raise the false-verdict rate; set adaptive_repeats: true (each look at 0.025), "
+            "rerun snakemake to re-judge, then run more-repeats"
+        )
+    margin = float(spec.raw["margin"] if margin is None else margin)
     cells = {c.cell_id: c for c in spec.cells()}
-    med = {}
+    med: dict[str, float] = {}
+    step: dict[str, float] = {}
     spent: dict[str, float] = {}
     if runs is not None and len(runs):
         usable = runs[runs.outcome.isin(USABLE_OUTCOMES)] if "outcome" in runs.columns else runs
         med = {r: float(m) for r, m in zip(usable.run_id, usable.get("step_ms_median", [])) if pd.notna(m)}
+        step = {r: float(q) for r, q in zip(usable.run_id, usable.get("elapsed_resolution_ms", [])) if pd.notna(q)}
         if "gpu_seconds" in runs.columns:
             spent = {r: float(s) for r, s in zip(runs.run_id, runs.gpu_seconds) if pd.notna(s)}
     plans: list[CellPlan] = []
@@ -191,14 +195,20 @@ def plan_more_repeats(
         if cell is None:
             continue  # the spec no longer has this cell
         have = len(cell.graph_run_ids)
+        if row.cell_id in spec.extra_repeats:
+            plans.append(CellPlan(row.cell_id, row.verdict, have, have, "had its second look already: a third is "
+                                  "not covered by the two-look alpha split (docs/statistics.md)", [], 0.0))
+            continue
         if target_repeats is not None:
             target, reason = int(target_repeats), f"--target-repeats {target_repeats}"
         else:
-            e = [med.get(r) for r in cell.eager_run_ids]
-            g = [med.get(r) for r in cell.graph_run_ids]
-            if not spec.pairing:
-                e, g = [x for x in e if x], [x for x in g if x]
-            target, reason = suggested_repeats(e, g, margin=margin, paired=spec.pairing, cap=cap)
+            e_ids = [r for r in cell.eager_run_ids if med.get(r)]
+            g_ids = [r for r in cell.graph_run_ids if med.get(r)]
+            target, reason = suggested_repeats(
+                [med[r] for r in e_ids], [med[r] for r in g_ids], margin=margin, cap=cap,
+                eager_step_ms=[step.get(r, DEFAULT_PRINT_STEP_MS) for r in e_ids],
+                graph_step_ms=[step.get(r, DEFAULT_PRINT_STEP_MS) for r in g_ids],
+            )
         if target <= have:
             plans.append(CellPlan(row.cell_id, row.verdict, have, have, f"{reason}: has {have} already", [], 0.0))
             continue

@@ -17,24 +17,29 @@ import pyarrow.parquet as pq
 from graphsweep import __version__, provenance
 
 # History (docs/tables.md): 1 = first release; 2 = runs gains the prov_* columns and prov_key, comparison gains
-# not_comparable_fields and the verdict `not-comparable`. Files without graphsweep metadata count as version 0.
-SCHEMA_VERSION = 2
+# not_comparable_fields and the verdict `not-comparable`; 3 = comparison judges with a resolution floor and margin
+# p-values (p_beyond, p_within replace p_value; the interval's design, spreads, alpha; loss parity columns), runs
+# gains elapsed_resolution_ms and seed. Files without graphsweep metadata count as version 0.
+SCHEMA_VERSION = 3
 
 # Columns every row of a table has (axis columns and extra fields come after these).
 PLAN_COLUMNS = [
     "sweep", "run_id", "shape_id", "cell_id", "arm", "variant", "impl", "scope", "repeat", "warmup", "iterations",
-    "gpus", "workload", "status", "rule_id", "rule_message", "rule_source", "command", "est_gpu_seconds",
+    "gpus", "workload", "status", "rule_id", "rule_message", "rule_source", "command", "seed", "est_gpu_seconds",
 ]  # fmt: skip
 ITERATION_COLUMNS = [
     "run_id", "iteration", "elapsed_ms", "tflops", "loss", "grad_norm", "mem_allocated_gb", "mem_max_allocated_gb",
-    "mem_max_reserved_gb", "source_file",
+    "mem_max_reserved_gb", "mem_reserved_gb", "source_file",
     "line",  # line number of the iteration line in source_file (1-based)
 ]  # fmt: skip
 COMPARISON_COLUMNS = [
     "sweep", "cell_id", "shape_id", "variant", "impl", "scope", "verdict", "reason", "eager_step_ms", "graph_step_ms",
-    "speedup", "ci_low", "ci_high", "p_value", "q_value", "ci_method", "n_eager", "n_graph", "eager_peak_mem_gb",
-    "graph_peak_mem_gb", "mem_delta_gb", "paired_outcome", "rule_id", "eager_run_id", "graph_run_id",
-    "eager_run_ids", "graph_run_ids", "gpu_seconds",
+    "speedup", "ci_low", "ci_high", "alpha", "margin", "p_beyond", "p_within", "q_value", "df", "design",
+    "eager_spread", "graph_spread", "thin", "resolution_limited", "repeats_needed", "n_eager", "n_graph",
+    "eager_resolution_ms", "graph_resolution_ms", "mem_metric", "eager_mem_gb", "graph_mem_gb", "mem_delta_gb",
+    "paired_outcome", "failure_run_id", "failure_detail", "excluded_run_ids", "loss_parity", "loss_iteration",
+    "loss_graph", "loss_eager", "loss_rel_diff", "loss_tolerance", "loss_worst_excess", "loss_run_id", "control",
+    "rule_id", "eager_run_id", "graph_run_id", "eager_run_ids", "graph_run_ids", "gpu_seconds", "gpu_names",
 ]  # fmt: skip
 
 
@@ -69,10 +74,21 @@ def _comparison_v1_to_v2(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _comparison_v2_to_v3(df: pd.DataFrame) -> pd.DataFrame:
+    """Version 2 tested ratio = 1 (p_value) with no resolution floor: its verdicts stay as they were judged; the
+    version 3 columns read as unknown. Re-judge from the runs for version 3 figures (snakemake --forcerun compare)."""
+    df = df.rename(columns={"eager_peak_mem_gb": "eager_mem_gb", "graph_peak_mem_gb": "graph_mem_gb"})
+    if "eager_mem_gb" in df.columns:
+        df = df.assign(mem_metric="peak_mem_gb")  # version 2 compared the whole-run peaks
+    new = [c for c in COMPARISON_COLUMNS if c not in df.columns]
+    return df.assign(**{c: None for c in new})
+
+
 # (table, from version) -> function that turns a frame of that version into the next version's.
 UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
     ("runs", 1): _runs_v1_to_v2,
     ("comparison", 1): _comparison_v1_to_v2,
+    ("comparison", 2): _comparison_v2_to_v3,
 }
 
 

@@ -79,7 +79,7 @@ def launch_plan(run: RunSpec, python: str | None = None) -> LaunchPlan:
     else:
         argv += ["--variant", "scoped", "--scope", ",".join(v.scope)]
     env = {str(k): str(val) for k, val in run.workload.get("env", {}).items()}
-    return LaunchPlan(argv=argv, env=env, gpus=1, nodes=1, gpus_per_node=1)
+    return LaunchPlan(argv=argv, env=env, gpus=1, nodes=1, gpus_per_node=1, seed=run.repeat)
 
 
 def estimate(run: RunSpec) -> float:

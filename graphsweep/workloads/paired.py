@@ -39,7 +39,7 @@ def pair_plan(eager: LaunchPlan, other: LaunchPlan, repeat: int, arms: tuple[str
     # (run/submit.py slurm_parameters); the driver starts each segment as its own srun step (run/job.py job_argv)
     return LaunchPlan(argv=argv, env=dict(eager.env), gpus=eager.gpus, nodes=eager.nodes,
                       gpus_per_node=eager.gpus_per_node, tasks_per_node=eager.tasks_per_node,
-                      overrides=dict(other.overrides), srun=eager.srun, srun_args=[],
+                      overrides=dict(other.overrides), srun=eager.srun, srun_args=[], seed=eager.seed,
                       arms={"A": eager, "B": other}, order=order)  # fmt: skip
 
 

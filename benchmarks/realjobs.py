@@ -1,0 +1,102 @@
+"""The pool of real H200 jobs in this repository: one record per job, parsed by graphsweep itself.
+
+The statistics are validated on these (benchmarks/validate_stats.py, tests/test_statistics_real.py): truth is
+what real jobs did, not a model. A configuration is one source, shape and variant; its jobs are the replicates.
+
+Sources (all committed, all from real NVIDIA H200s, 2026-11-30 and 2026-12-01):
+- benchmarks/data/h200-jobs: 36 probe.py jobs (medium eager / full_iteration, large eager), README there;
+- benchmarks/data/h200-extra: 96 probe.py jobs (small / medium / large x eager / full_iteration), README there;
+- tests/fixtures/h200: one job each of eager, full_iteration, attn+mlp of the medium shape;
+- results/examples/{h200-builtin, megatron-tiny-vanilla-gpt, megatron-tiny-moe}/runs: three whole sweeps.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from graphsweep.parse.run import parse_run
+from graphsweep.vocab import EAGER, GRAPH, USABLE_OUTCOMES
+
+REPO = Path(__file__).resolve().parents[1]
+SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe")
+PROBE_WARMUP = 3  # probe.py: cuda graph warmup 3, capture on iteration 4
+
+
+@dataclass(frozen=True)
+class Job:
+    source: str
+    shape: str  # source/shape
+    config: str  # source/shape/variant
+    variant: str
+    arm: str  # EAGER | GRAPH
+    run_id: str
+    path: str
+    outcome: str
+    usable: bool
+    median_ms: float | None
+    print_step_ms: float  # from the log's own digits (parse: elapsed_resolution_ms)
+    step_ms: tuple[float, ...]  # the steady window's iteration times
+    seed: int | None  # the seed the run trained with (log or command)
+    loss: tuple[tuple[int, float], ...]  # (iteration, lm loss), every iteration printed
+
+    @property
+    def losses(self) -> dict[int, float]:
+        return dict(self.loss)
+
+
+def _job(path: Path, source: str, shape: str, variant: str, run_id: str, warmup: int, seed: int | None) -> Job:
+    arm = EAGER if variant == EAGER else GRAPH
+    pr = parse_run([path], arm=arm, warmup=warmup, run_id=run_id)
+    s, df = pr.summary, pr.iterations
+    usable = s.outcome in USABLE_OUTCOMES and s.steady_first is not None
+    steady: tuple[float, ...] = ()
+    if usable:
+        sel = (df.iteration >= s.steady_first) & (df.iteration <= s.steady_last)
+        steady = tuple(float(x) for x in df.elapsed_ms[sel].dropna())
+    loss = tuple((int(i), float(x)) for i, x in zip(df.iteration, df.loss) if not math.isnan(x))
+    return Job(source, f"{source}/{shape}", f"{source}/{shape}/{variant}", variant, arm, run_id, str(path), s.outcome,
+               bool(usable and steady), s.step_ms_median, s.elapsed_resolution_ms or 0.1, steady,
+               s.seed if s.seed is not None else seed, loss)
+
+
+@functools.lru_cache(maxsize=1)
+def pool() -> tuple[Job, ...]:
+    """Every real job (usable or not), parsed once per process."""
+    out: list[Job] = []
+    for name, mode_of in (("h200-jobs", {"eager": EAGER, "graph": "full_iteration"}),
+                          ("h200-extra", {"eager": EAGER, "full_iteration": "full_iteration"})):
+        for p in sorted((REPO / "benchmarks/data" / name).glob("*.log")):
+            shape, mode, _ = p.stem.split("-")
+            out.append(_job(p, name, shape, mode_of[mode], p.stem, PROBE_WARMUP, 0))  # one seed for every job
+    fx = REPO / "tests/fixtures/h200"  # one job per config (README there); the concatenated capped-shape file skipped
+    for name, variant in (("eager", EAGER), ("full", "full_iteration"), ("attnmlp", "attn+mlp")):
+        out.append(_job(fx / f"{name}.log", "tests-h200", "medium", variant, name, PROBE_WARMUP, 0))
+    for sweep in SWEEPS:
+        for d in sorted((REPO / "results/examples" / sweep / "runs").iterdir()):
+            run = yaml.safe_load((d / "config.yaml").read_text())["run"]
+            seed = run["repeat"] if sweep == "h200-builtin" else None  # builtin: --seed {repeat}; Megatron: its log
+            out.append(_job(d / "log.txt", sweep, run["shape_id"], run["variant"], run["run_id"],
+                            int(run.get("warmup", PROBE_WARMUP)), seed))
+    return tuple(out)
+
+
+def configs(usable_only: bool = True) -> dict[str, list[Job]]:
+    """config -> its jobs, in file order."""
+    by: dict[str, list[Job]] = {}
+    for j in pool():
+        if j.usable or not usable_only:
+            by.setdefault(j.config, []).append(j)
+    return by
+
+
+def jobs(config: str, run_ids: list[str] | None = None) -> list[Job]:
+    """The usable jobs of one configuration (optionally only these run ids), in file order."""
+    rs = configs().get(config, [])
+    if not rs:
+        raise KeyError(f"no usable real jobs for config {config!r}; known: {', '.join(sorted(configs()))}")
+    return [r for r in rs if run_ids is None or r.run_id in run_ids]

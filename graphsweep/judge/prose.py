@@ -1,0 +1,187 @@
+"""The one place a verdict becomes words: every sentence of comparison.parquet's `reason`, the CLI and the report
+is written here from a verdict's fields (judge/verdict.py), so the numbers and their words cannot drift apart.
+
+Each function takes a Mapping: a Verdict as a dict, or a row of comparison.parquet (NaN and numpy values allowed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Mapping
+
+from graphsweep.judge import interval as iv
+from graphsweep.judge import parity as lp
+from graphsweep.judge import verdict as vd
+from graphsweep.vocab import (
+    BASELINE_FAILED, BLOCKED, CONTROL, FAILED, GRAPH, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN,
+    SPEEDUP, TIMEOUT, USABLE_OUTCOMES,
+)  # fmt: skip
+
+
+def _get(row: Mapping[str, Any], key: str) -> Any:
+    """The value, with NaN / missing as None and arrays as lists."""
+    v = row.get(key)
+    if v is None:
+        return None
+    if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+        v = v.tolist()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _count(outcomes: list[str] | None) -> str:
+    """'2 oom, 1 crashed' for an arm's unusable runs."""
+    bad = Counter("timeout before the steady window" if o == TIMEOUT else o for o in outcomes or []
+                  if o not in USABLE_OUTCOMES)
+    return ", ".join(f"{n} {o}" for o, n in bad.items())
+
+
+def _of(row: Mapping[str, Any], arm: str, outcome: str) -> str:
+    outcomes = _get(row, f"{arm}_outcomes") or []
+    return f"{sum(o == outcome for o in outcomes)} of {len(outcomes)}"
+
+
+def _failure(row: Mapping[str, Any]) -> str:
+    run, detail = _get(row, "failure_run_id"), _get(row, "failure_detail")
+    if run and detail:
+        return f"{run}: {detail}"
+    return str(run or detail or "no reason recorded")
+
+
+def interval(row: Mapping[str, Any]) -> str:
+    """'1.050x [1.010, 1.090] (95% CI; eager 10.50 ms vs graph 10.00 ms)'."""
+    level = 100 * (1 - float(_get(row, "alpha") or iv.ALPHA))
+    hi = _get(row, "ci_high")
+    hi_text = "inf" if hi is None or math.isinf(hi) else f"{hi:.3f}"
+    other = CONTROL if _get(row, "control") else GRAPH
+    return (f"{_get(row, 'speedup'):.3f}x [{_get(row, 'ci_low'):.3f}, {hi_text}] ({level:g}% CI; "
+            f"eager {_get(row, 'eager_step_ms'):.2f} ms vs {other} {_get(row, 'graph_step_ms'):.2f} ms)")
+
+
+def method(row: Mapping[str, Any]) -> str:
+    """How the interval was made: design, jobs per arm, where each arm's spread came from, df."""
+    if _get(row, "speedup") is None:
+        return ""
+    df = _get(row, "df")
+    df_text = "df inf" if df is None or math.isinf(df) else f"df {df:.1f}"
+    if _get(row, "design") == "paired":
+        return f"paired t on log ratios ({_get(row, 'n_eager')} pairs, {df_text})"
+    return (f"Welch t on log medians ({_get(row, 'n_eager')}+{_get(row, 'n_graph')} jobs; spread: eager "
+            f"{_get(row, 'eager_spread')}, graph {_get(row, 'graph_spread')}; {df_text})")
+
+
+def notes(row: Mapping[str, Any]) -> list[str]:
+    """What a timing verdict adds to its interval: planning hint, memory price, thin or coarse data, exclusions."""
+    out: list[str] = []
+    verdict = _get(row, "verdict")
+    margin = float(_get(row, "margin") or 0.0)
+    if verdict == INCONCLUSIVE:
+        need = _get(row, "repeats_needed")
+        if _get(row, "resolution_limited"):
+            res = max(_get(row, "eager_resolution_ms") or 0.0, _get(row, "graph_resolution_ms") or 0.0)
+            out.append(f"the logs print step times to {res:g} ms: no number of repeats decides a {margin:.0%} margin "
+                       "at this step time (widen the margin or lengthen the step)")
+        elif need is not None:
+            out.append(f"about {int(need)} repeats per arm would decide it (80% power, `graphsweep more-repeats`)")
+        else:
+            out.append(f"more than {iv.POWER_CAP} repeats per arm would be needed at this spread (the estimate is "
+                       "too close to a margin edge for the job-to-job noise)")
+    if _get(row, "thin") and _get(row, "speedup") is not None:
+        out.append(f"fewer than {iv.MIN_OWN_JOBS} jobs in an arm: its job-to-job spread is the allowance "
+                   f"(sd {iv.SPREAD_ALLOWANCE:g} of log step time, the largest seen on real jobs), not measured")
+    delta, eager_mem = _get(row, "mem_delta_gb"), _get(row, "eager_mem_gb")
+    if delta is not None and eager_mem:
+        rel, what = delta / eager_mem, memory_words(row)
+        if verdict == SPEEDUP and delta > 0:
+            out.append(f"the speedup costs {delta:+.2f} GB {what} ({rel:+.0%}: {eager_mem:.2f} -> "
+                       f"{_get(row, 'graph_mem_gb'):.2f} GB)")
+        elif abs(delta) >= 0.01:
+            out.append(f"{what} {delta:+.2f} GB ({rel:+.0%})")
+    excluded = _get(row, "excluded_run_ids") or []
+    if excluded:
+        out.append(f"excluded {len(excluded)} run(s) from the timing ({', '.join(excluded)}: "
+                   f"graph {_count(_get(row, 'graph_outcomes')) or 'none'}; eager "
+                   f"{_count(_get(row, 'eager_outcomes')) or 'none'})")
+    return out
+
+
+def memory_words(row: Mapping[str, Any]) -> str:
+    """What the cell's memory figures are ('steady-state reserved memory', ...)."""
+    return vd.MEMORY_FIGURES.get(_get(row, "mem_metric") or "", "memory")
+
+
+def parity(row: Mapping[str, Any]) -> str:
+    """The loss-parity sentence ('' when the graph arm's loss was not compared)."""
+    state = _get(row, "loss_parity")
+    if state is None:
+        return ""
+    it, g, e = _get(row, "loss_iteration"), _get(row, "loss_graph"), _get(row, "loss_eager")
+    if state == lp.DIVERGED:
+        return (f"graph lm loss left the eager run's at iteration {it}: {g:.6f} vs {e:.6f} (relative difference "
+                f"{_get(row, 'loss_rel_diff'):.1e} > tolerance {_get(row, 'loss_tolerance'):.1e}); "
+                f"run {_get(row, 'loss_run_id')}")
+    if state == lp.NONFINITE:
+        return (f"graph lm loss is {g} at iteration {it} where eager has {e:.6f} (run {_get(row, 'loss_run_id')}): "
+                "a full-iteration graph runs with Megatron's NaN check off, so this is the only check that sees it")
+    if state == lp.UNCHECKED:
+        return "loss parity unchecked: no iteration with an lm loss in both arms of the same seed"
+    return f"losses agree (closest: {_get(row, 'loss_worst_excess'):.2f} of the tolerance at iteration {it})"
+
+
+def reason(row: Mapping[str, Any]) -> str:
+    """The whole sentence of a verdict (comparison.parquet `reason`)."""
+    text = _sentence(row)
+    differ = _get(row, "not_comparable_fields")
+    if differ and _get(row, "verdict") != NOT_COMPARABLE:  # the verdict is about one arm; say the arms differ too
+        text += f" (note: the arms also ran with different {', '.join(differ)})"
+    return text
+
+
+def _sentence(row: Mapping[str, Any]) -> str:
+    verdict = _get(row, "verdict")
+    if verdict == NOT_COMPARABLE:
+        return str(_get(row, "failure_detail") or "the arms ran in different environments")
+    if verdict == BLOCKED and _get(row, "rule_id"):
+        return f"preflight: {_get(row, 'failure_detail')}"
+    timing = f"; the {_get(row, 'n_graph')} completed graph run(s) had median {_get(row, 'graph_step_ms'):.2f} ms " \
+             f"vs eager {_get(row, 'eager_step_ms'):.2f} ms" if _get(row, "n_graph") and _get(row, "eager_step_ms") \
+        else ""
+    outcome = _get(row, "paired_outcome")
+    if verdict == BASELINE_FAILED:
+        bad = _count(_get(row, "eager_outcomes")) or "no eager runs"
+        head = f"eager arm has no usable run ({bad}) ({_failure(row)})"
+        if outcome == vd.BOTH_OOM:
+            return f"{head}; graph arm OOM too: the shape does not fit"
+        if outcome == vd.GRAPH_FIXES_FAILURE:
+            return (f"{head}, but {_get(row, 'n_graph')} graph run(s) completed (median "
+                    f"{_get(row, 'graph_step_ms'):.2f} ms): the graph fixes a baseline failure; no speedup can be computed")
+        return f"{head}; graph arm: {_count(_get(row, 'graph_outcomes')) or 'no runs'}"
+    if verdict == BLOCKED:
+        return f"graph arm blocked: {_failure(row)}"
+    if verdict == INVALID and outcome == vd.GRAPH_LOSS_DIVERGED:
+        tail = f"; its step time {interval(row)} is not a result" if _get(row, "speedup") is not None else ""
+        return f"the graph arm trains another model: {parity(row)}{tail}"
+    if verdict == INVALID:
+        return (f"{_of(row, GRAPH, INVALID)} graph runs completed without evidence that a graph was captured and "
+                f"replayed ({_failure(row)}){timing}")
+    if verdict == OOM:
+        head = "graph-only OOM" if outcome == vd.GRAPH_ONLY_OOM else \
+            f"graph OOM in {_of(row, GRAPH, OOM)} repeats (near the memory limit)"
+        mem = _get(row, "eager_mem_gb")
+        fit = f"; eager fit at {mem:.2f} GB {memory_words(row)}" if mem is not None else "; eager fit"
+        return f"{head}: {_failure(row)}{fit}{timing}"
+    if verdict == FAILED:
+        return (f"graph arm has no usable run ({_count(_get(row, 'graph_outcomes')) or 'no graph runs'}) "
+                f"({_failure(row)}) while eager completed")
+    if _get(row, "speedup") is None:
+        return str(_get(row, "failure_detail") or "")
+    band = f"1 ± {float(_get(row, 'margin')):g}"
+    other = "A/A control (a false positive)" if _get(row, "control") else GRAPH
+    head = {
+        SPEEDUP: f"{other} faster: {interval(row)} excludes {band}",
+        SLOWDOWN: f"{other} slower: {interval(row)} excludes {band}",
+        NEUTRAL: f"no practical difference: {interval(row)} lies inside {band}",
+    }.get(verdict, f"{interval(row)} straddles {band}")
+    return "; ".join([head, *notes(row)])
