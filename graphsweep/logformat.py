@@ -21,9 +21,16 @@ PROVENANCE = f"{MARK} provenance: "  # + one JSON object: the CUDA stack as the 
 DEVICE = f"{MARK} device: "  # builtin: device name, torch and CUDA versions
 BLOCKED = f"{MARK} blocked: "  # builtin: the arm cannot run here (exit 3)
 NO_CUDA = f"{BLOCKED}CUDA graphs need a CUDA device (torch.cuda.is_available() is False)"
-# The capture call's own wall time, measured around it (builtin). Logs of the Megatron entry before 2026-12-02
-# printed the capture *iteration's* excess over an eager iteration under these words: see ENTRY_GRAPH_API.
+# builtin: the capture call's own wall time, measured around it (torch.cuda.graph / make_graphed_callables). Logs
+# of the Megatron entry before 2026-12-02 (those with ENTRY_GRAPH_API) printed the capture *iteration's* excess
+# under these words instead (see CAPTURE_ITERATION_EXCESS): the parser reads the old text by who wrote the log.
 CAPTURE_SECONDS = f"{MARK} capture seconds: "
+# Megatron entry: wall time of the iteration in which graphs first appear (callback end to callback end) minus the
+# median of its eager iterations 2..that-1: what the capture iteration cost beyond a normal one. More than MCore's
+# TE_CAPTURE_TIME, which times make_graphed_callables only (MCore 0.19 cuda_graphs.py _start_capturing to
+# _finish_capturing), not the gc.collect/empty_cache and barriers around it nor the allocator regrowing afterwards;
+# MCore's full-iteration capture prints no time at all.
+CAPTURE_ITERATION_EXCESS = f"{MARK} capture iteration excess seconds: "
 GRAPHS_DETECTED = f"{MARK} cuda graphs detected: "  # entry: "<n> at iteration <i>", n graphs visible from Python
 REPLAY = f"{MARK} cuda graph replay: iteration "  # + the first (builtin) or every (entry) replayed iteration
 REPLAYS = f"{MARK} cuda graph replays: "  # builtin: + the number of replays at the end
@@ -41,6 +48,10 @@ def line(text: str) -> str:
 
 def capture_seconds(seconds: float) -> str:
     return f"{CAPTURE_SECONDS}{seconds:.3f}"
+
+
+def capture_iteration_excess(seconds: float) -> str:
+    return f"{CAPTURE_ITERATION_EXCESS}{seconds:.3f}"
 
 
 def graphs_detected(count: int, iteration: int) -> str:
@@ -147,6 +158,10 @@ TE_CAPTURE_START = "Start CUDA Graphs capture..."  # MCore cuda_graphs.py TECuda
 TE_CAPTURE_TIME = "Time spent in CUDA Graphs capture on rank 0: {seconds}s"  # MCore cuda_graphs.py
 FULL_CAPTURE_START = "Capture CUDA graph for training!!!"  # MCore full_cuda_graph.py
 FULL_CAPTURE_DONE = "CUDA graph capture done for training!!!"  # MCore full_cuda_graph.py
+# MCore 0.19.2 optimizer/optimizer_cuda_graph.py L32 / L46 (logger.info, optimizer.optimizer_cuda_graph): the
+# optimizer step captured at iteration cuda_graph_warmup_steps + 1 (Bridge 0.6.2 train.py L321-326)
+OPT_CAPTURE_START = "Capture CUDA graph for optimizer!!!"
+OPT_CAPTURE_DONE = "Optimizer CUDA graph capture done!!!"
 DELETING_GRAPHS = "Deleting CUDA graphs"  # Bridge train.py, at every normal end
 AFTER_TRAINING = "[after training is done] datetime: {now} "  # MCore barrier_and_log
 
@@ -178,15 +193,21 @@ STEP = re.compile(rb"Step Time :\s*([\d.]+)s GPU utilization:\s*([\d.]+)(?:MODEL
 # Memory report (ref §5.3): Bridge GB (1e9 bytes) and MCore/MLM MB (MiB: MCore divides by 1024*1024)
 MEM_NEEDLE = b") memory ("
 MEM_HEAD = re.compile(rb"\(after (\d+) iterations\) memory \((GB|MB)\)")
-MEM_GB = {
+# The fields read, in the order of a parsed memory record (graphsweep/parse/scan.py FileScan.memory):
+# current allocated, running peak allocated, running peak reserved, current reserved. Peaks run from process start
+# until torch.cuda.reset_peak_memory_stats() (the PEAKS_RESET marker says when graphsweep called it).
+MEM_FIELDS = ("alloc", "max_alloc", "max_reserved", "reserved")
+MEM_GB = {  # Bridge MEMORY_KEYS names (ref §5.3)
     "alloc": re.compile(rb"mem-allocated-gigabytes:\s*" + _F),
     "max_alloc": re.compile(rb"mem-max-allocated-gigabytes:\s*" + _F),
     "max_reserved": re.compile(rb"mem-max-reserved-gigabytes:\s*" + _F),
+    "reserved": re.compile(rb"mem-reserved-gigabytes:\s*" + _F),  # reserved_bytes.all.current
 }
-MEM_MB = {
+MEM_MB = {  # MLM megatron/training/utils.py report_memory, torch.cuda.memory_*() / 1024**2 (ref §5.3)
     "alloc": re.compile(rb"\| allocated:\s*" + _F),
     "max_alloc": re.compile(rb"\| max allocated:\s*" + _F),
     "max_reserved": re.compile(rb"\| max reserved:\s*" + _F),
+    "reserved": re.compile(rb"\| reserved:\s*" + _F),  # torch.cuda.memory_reserved()
 }
 MIB_TO_GB = 1024 * 1024 / 1e9
 # CUDA-graph lifecycle (ref §5.5) and the builtin workload (graphsweep/entry/builtin_gpt.py)
@@ -196,6 +217,7 @@ TE_CAPTURE_TIME_RE = re.compile(rb"Time spent in CUDA Graphs capture on rank (\d
 NO_GRAPHABLE = b"No graphable layers found. Skipping CUDA graph capture."  # WARNING (may be filtered)
 FULL_CAPTURE_START_B = FULL_CAPTURE_START.encode()  # megatron.core.full_cuda_graph, every rank
 FULL_CAPTURE_DONE_B = FULL_CAPTURE_DONE.encode()
+OPT_CAPTURE_START_B, OPT_CAPTURE_DONE_B = OPT_CAPTURE_START.encode(), OPT_CAPTURE_DONE.encode()
 FULL_CAPTURE_S = re.compile(rb"CUDA graph capture done for training!!!\s*\(([\d.]+)s\)")  # h200-probe/probe.py
 LOCAL_CREATING = re.compile(rb"Creating (\d+) CUDA graphs")  # CudaGraphManager (local impl)
 LOCAL_BUILT = re.compile(rb"> built (\d+) cuda graph\(s\) in ([\d.]+) sec")
@@ -214,6 +236,27 @@ SETUP_DONE = (b"done with setup ...", b"time to initialize megatron")
 EXC_LINE = re.compile(rb"(?:^|[\s:\]])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt)):\s?(.*)")
 KEYERROR = re.compile(rb"KeyError: '([^']*)'")
 SRUN_EXIT = re.compile(rb"srun: error: (\S+): tasks? ([\d,-]+): Exited with exit code (\d+)")
+# How a process that died says so (graphsweep/parse/crash.py reads them; sources torch 2.11, CPython 3.12, Bridge 0.6.2)
+# Bridge training/pretrain.py L202-207 logger.exception, before the traceback: the exception that ended pretrain()
+BRIDGE_FAILED = re.compile(rb"Pretrain failed on rank=\S+ with \w+: ")
+# torch distributed/elastic/multiprocessing/api.py L987 ("failed (exitcode: %s) local_rank: %s (pid: %s) of binary:
+# %s") and L836 (the same, "of fn: %s"): the launcher saw a worker exit non-zero (negative: killed by that signal)
+LAUNCHER_FAILED = re.compile(rb"failed \(exitcode: (-?\d+)\) local_rank: \d+ \(pid: \d+\) of (?:binary|fn): ")
+# torch elastic/multiprocessing/errors/__init__.py L142-143 (ChildFailedError block: a worker killed by a signal);
+# CPython Lib/subprocess.py CalledProcessError.__str__ "died with <Signals.SIGSEGV: 11>." (a wrapper's view)
+WORKER_SIGNAL = re.compile(rb"Signal (\d+) \((SIG[A-Z0-9]+)\) received by PID \d+|died with <Signals\.(SIG[A-Z0-9]+): \d+>")
+# The launcher itself was signalled: torch elastic/agent/server/api.py L739 (logger.warning "Received %s death
+# signal, shutting down workers") and elastic/multiprocessing/api.py L86 SignalException; %s is `15` on Python
+# >= 3.11 (IntEnum str), `Signals.SIGTERM` before
+LAUNCHER_SIGNAL = re.compile(rb"Received (?:Signals\.)?(\w+) death signal, shutting down workers|"
+                             rb"SignalException: Process \d+ got signal: (?:Signals\.)?(\w+)")
+# Exceptions that only report a child's failure (torchrun's ChildFailedError, a wrapper's CalledProcessError, the
+# agent's SignalException): never the cause of a crash
+LAUNCHER_EXCEPTIONS = (b"ChildFailedError", b"CalledProcessError", b"SignalException")
+# A process that died without a Python exception: CPython Python/pylifecycle.c fatal_error ("Fatal Python error: "),
+# also faulthandler on SIGSEGV/SIGABRT/SIGBUS/SIGILL/SIGFPE; libstdc++ vterminate.cc (std::terminate)
+FATAL = (b"Fatal Python error: ", b"terminate called after throwing an instance of ",
+         b"terminate called without an active exception", b"terminate called recursively")
 # Python tracebacks: the frames before an error say where it came from (the cause behind a generic CUDA error)
 TRACEBACK_START = b"Traceback (most recent call last):"
 FRAME_NEEDLE = b'File "'
@@ -234,6 +277,8 @@ RE2_FIELDS = {
 # graphsweep's own markers
 DEVICE_B = DEVICE.encode()
 RE_CAPTURE_SECONDS = re.compile(re.escape(CAPTURE_SECONDS.encode()) + rb"\s*" + _F)
+RE_CAPTURE_ITERATION_EXCESS = re.compile(re.escape(CAPTURE_ITERATION_EXCESS.encode()) + rb"\s*" + _F)
+ENTRY_GRAPH_API_B = ENTRY_GRAPH_API.encode()
 RE_GRAPHS_DETECTED = re.compile(re.escape(GRAPHS_DETECTED.encode()) + rb"(\d+) at iteration (\d+)")
 RE_REPLAY = re.compile(re.escape(REPLAY.encode()) + rb"(\d+)")
 RE_REPLAYS = re.compile(re.escape(REPLAYS.encode()) + rb"(\d+)")

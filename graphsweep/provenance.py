@@ -502,6 +502,9 @@ class Difference:
         return LABELS.get(self.field, self.field.removeprefix("prov_"))
 
     def describe(self) -> str:
+        return self._describe() + (_te_note(self.eager + self.graph) if self.field == "prov_te" else "")
+
+    def _describe(self) -> str:
         if self.field == "prov_rank_mismatch":
             return f"the nodes of one run reported different {', '.join(sorted(set(self.eager + self.graph)))}"
         if self.field == "prov_env":
@@ -512,6 +515,22 @@ class Difference:
         if len(self.graph) > 1 and len(self.eager) <= 1 and set(self.eager) <= set(self.graph):
             return f"{self.label} differs between graph runs ({g})"
         return f"{self.label}: eager {e} vs graph {g}"
+
+
+# Transformer Engine >= 2.19 clones the parameter gradients a graphed callable returns (make_graphed_callables
+# clone_param_grads_on_return=True by default, TE PR #2937; TE 2.20.2 pytorch/graph.py L165, L1447, L1489). MCore
+# 0.19.2 never passes it (MLM PR #5893 passes False on TE >= 2.19; not in MCore main of 2026-08-22 either), so
+# graph arms on the two sides of 2.19 do different work. prov_te and prov_mcore are compared exactly anyway (any
+# two versions make a cell not comparable); this names why the 2.19 boundary matters.
+TE_CLONES_PARAM_GRADS = (2, 19)
+
+
+def _te_note(versions: Sequence[str]) -> str:
+    parsed = [tuple(int(x) for x in v.split("+")[0].split(".")[:2] if x.isdigit()) for v in versions]
+    if any(p and p < TE_CLONES_PARAM_GRADS for p in parsed) and any(p >= TE_CLONES_PARAM_GRADS for p in parsed):
+        return (" - TE >= 2.19 clones parameter gradients on return from CUDA-graphed callables "
+                "(clone_param_grads_on_return, TE PR #2937): the graph arms do different work")
+    return ""
 
 
 def _env_delta(eager: Sequence[str], graph: Sequence[str]) -> str:

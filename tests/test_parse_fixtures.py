@@ -201,4 +201,4 @@ def test_cli_table_shows_proving_line(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_cli_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["parse", "/nonexistent/log.txt"]) == 2
-    assert "no such file" in capsys.readouterr().out
+    assert "no such file" in capsys.readouterr().err  # one line on stderr (tests/test_bad_input.py)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+import os
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import yaml
 
 from graphsweep import provenance
 from graphsweep.store.aggregate import aggregate
+from graphsweep.store.tables import write_table
 from graphsweep.judge.compare import compare
 from graphsweep.plan.planner import plan_sweep, write_plan, write_run_config
 from graphsweep.parse.run_dir import parse_run_dir
@@ -88,6 +90,20 @@ def test_differences_name_the_field_and_both_values():
         "driver differs between eager runs (575.2, 580.1)"
     env = provenance.differences([_row(env={"NCCL_GRAPH_REGISTER": "1"})], [_row(env={"NCCL_GRAPH_REGISTER": "0"})])
     assert "NCCL_GRAPH_REGISTER: eager 1 vs graph 0" in env[0].describe()
+
+
+def test_te_versions_across_2_19_are_never_compared_silently():
+    # TE >= 2.19 clones parameter gradients on return from graphed callables (TE PR #2937, TE 2.20.2 graph.py L165)
+    old, new = _row(versions={"transformer_engine": "2.18.0"}), _row(versions={"transformer_engine": "2.20.2"})
+    (d,) = provenance.differences([old], [new])
+    assert d.field == "prov_te" and "eager 2.18.0 vs graph 2.20.2" in d.describe()
+    assert "clone_param_grads_on_return" in d.describe() and "not comparable" in provenance.not_comparable_reason([d])
+    # two TE releases on one side of 2.19 still differ (every TE version is compared), without the 2.19 note
+    (same_side,) = provenance.differences([_row(versions={"transformer_engine": "2.19.0"})], [new])
+    assert "clone_param_grads_on_return" not in same_side.describe()
+    # the comparability key separates them too (archives and catalogs of several sweeps)
+    assert provenance.flatten(json.loads(old["provenance"]))["prov_key"] != \
+        provenance.flatten(json.loads(new["provenance"]))["prov_key"]
 
 
 def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
@@ -174,3 +190,45 @@ def test_entry_never_lets_provenance_stop_the_training(monkeypatch, capsys):
     monkeypatch.setattr(provenance, "log_line", broken)
     megatron_entry.print_provenance(rank=0)
     assert capsys.readouterr().out.startswith("[graphsweep] provenance failed: RuntimeError: cuDNN version")
+
+
+MEGATRON_PYTHON = os.environ.get("GRAPHSWEEP_MEGATRON_PYTHON")
+
+
+@pytest.mark.megatron
+@pytest.mark.skipif(not MEGATRON_PYTHON, reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
+def test_container_like_split_records_the_training_processs_stack(tmp_path):
+    """The wrapper and the training in two environments, as under Slurm with a container: the job wrapper runs in
+    the controller's venv (Python 3.11, its torch), the Megatron entry in the Bridge venv (Python 3.12, torch, TE,
+    Core, Bridge). runs.parquet must carry what the training process saw, not the wrapper's packages."""
+    out = tmp_path / "results" / "split"
+    run_dir = out / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    entry = ROOT / "graphsweep" / "entry" / "megatron_entry.py"
+    cfg = {
+        "run": {"run_id": "r1", "cell_id": "c", "shape_id": "s", "arm": "eager", "variant": "eager", "warmup": 3},
+        "launch": {"argv": [MEGATRON_PYTHON, str(entry), "--recipe", "vanilla_gpt_pretrain_config",
+                            "train.train_iters=4", "model.cuda_graph_impl=none"],
+                   "env": {"GRAPHSWEEP_CONTAINER_IMAGE": "bridge-venv", "CUDA_VISIBLE_DEVICES": ""}},
+        "executor": {"cluster": "local", "timeout_min": 5},
+    }  # fmt: skip
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    execute_run(run_dir / "config.yaml", run_dir / "run.json", run_dir / "log.txt", out / ".jobs", say=lambda _: None)
+    wrapper = json.loads((run_dir / "run.json").read_text())["provenance"]
+    assert wrapper["versions"]["python"].startswith("3.11") and wrapper["versions"]["torch"] == md.version("torch")
+    log = (run_dir / "log.txt").read_text()
+    assert provenance.LOG_MARKER in log  # printed by the entry before training (which then fails: no GPU here)
+    training = {k: subprocess.run([MEGATRON_PYTHON, "-c", f"import importlib.metadata as m; print(m.version('{d}'))"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+                for k, d in (("torch", "torch"), ("te", "transformer-engine"), ("mcore", "megatron-core"),
+                             ("bridge", "megatron-bridge"))}  # fmt: skip
+    parse_run_dir(run_dir, run_dir / "iterations.parquet", run_dir / "summary.json")
+    plan = pd.DataFrame([{**cfg["run"], "sweep": "split", "impl": "none", "scope": "", "repeat": 1, "iterations": 1,
+                          "gpus": 1, "workload": "megatron_bridge", "status": "submit"}])  # fmt: skip
+    write_table(plan, out / "plan.parquet", "plan")
+    aggregate(out / "plan.parquet", [run_dir], out / "runs.parquet", out / "iterations.parquet")
+    row = pd.read_parquet(out / "runs.parquet").iloc[0]
+    assert row.prov_python.startswith("3.12") and row.prov_torch.split("+")[0] == training["torch"]
+    assert row.prov_torch != wrapper["versions"]["torch"]
+    assert (row.prov_te, row.prov_mcore, row.prov_bridge) == (training["te"], training["mcore"], training["bridge"])
+    assert row.prov_container == "bridge-venv"

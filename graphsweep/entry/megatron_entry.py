@@ -16,7 +16,9 @@ callbacks=[...])``. What it prints besides Megatron's own lines (grammar: graphs
   later ``mem-max-*`` values are the steady window's peaks, the graph pool included;
 - ``[graphsweep] cuda graphs detected: n at iteration i`` and ``[graphsweep] cuda graph replay: iteration i`` when a
   captured graph exists (evidence, not assumption: MCore's ``FullCudaGraphWrapper.cuda_graph['training']`` or
-  TE-graphed layers' ``cuda_graphs``).
+  TE-graphed layers' ``cuda_graphs``), and with the first of them ``[graphsweep] capture iteration excess seconds: X``:
+  that iteration's wall time minus the median eager iteration 2..i-1 (logs before 2026-12-02 printed the same figure
+  as ``capture seconds``; logformat.CAPTURE_ITERATION_EXCESS says how it differs from MCore's capture time).
 
 The file is run by path. At module level it imports only the standard library, so ``import
 graphsweep.entry.megatron_entry`` works on the controller's Python 3.11 without Megatron; inside the job it adds
@@ -32,10 +34,11 @@ import importlib
 import importlib.metadata as metadata
 import logging
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, MutableMapping
 
 if __package__ in (None, ""):  # run by path: graphsweep's stdlib-only modules come from the repository itself
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -111,17 +114,26 @@ memory_line = lf.memory_line  # the Bridge memory line (reference 5.3)
 
 
 class ReplayTracker:
-    """Turns per-iteration observations (graphs present) into the capture and replay markers."""
+    """Turns per-iteration observations (wall seconds, graphs present) into the capture and replay markers."""
 
     def __init__(self, warmup: int, graph_arm: bool):
         self.warmup = warmup
         self.graph_arm = graph_arm
+        self.walls: dict[int, float] = {}
         self.first_graph_iteration: int | None = None
 
-    def observe(self, iteration: int, graphs: int) -> list[str]:
+    def observe(self, iteration: int, graphs: int, wall_s: float | None = None) -> list[str]:
+        if wall_s is not None:
+            self.walls[iteration] = wall_s
         if graphs and self.first_graph_iteration is None:
             self.first_graph_iteration = iteration
-            return [lf.graphs_detected(graphs, iteration)]
+            lines = [lf.graphs_detected(graphs, iteration)]
+            # iteration 1 carries one-off setup (allocator growth, first kernels): the base is 2..iteration-1
+            eager = [w for i, w in self.walls.items() if 2 <= i < iteration]
+            if iteration in self.walls and eager:
+                excess = self.walls[iteration] - statistics.median(eager)
+                lines.append(lf.capture_iteration_excess(max(0.0, excess)))
+            return lines
         if graphs and iteration > self.first_graph_iteration:
             return [lf.replay(iteration)]
         return []
@@ -137,10 +149,13 @@ def resets_peaks_after(iteration: int, warmup: int) -> bool:
     return iteration == warmup + 1
 
 
-# torch >= 2.8 always stashes tensors for NCCL instead of record_stream and warns when the variable is set
-# (ProcessGroupNCCL.cpp: "TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this environment variable is thus
-# deprecated."; the text is in 2.8.0's libtorch_cuda.so, not in 2.7.0's, which still reads the variable). Older
-# torch needs it to avoid allocator thrashing with async collectives (Bridge's COMMON_RECIPE_ENV_VARS set it).
+# From torch 2.8 ProcessGroupNCCL always stashes a collective's tensors on the CPU side instead of calling
+# record_stream (pytorch PR #148590 "[PGNCCL] Launch kernel on current stream & remove record_stream entirely",
+# merged to main 2025-03-28; reverted from release/2.7 by PR #150352: "not include this in 2.7 release ... catch the
+# next release"). There the variable only makes the ProcessGroupNCCL constructor warn, TORCH_WARN_ONCE(
+# "TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this environment variable is thus deprecated."), seen on the
+# H200 with torch 2.11 (tests/fixtures/logs/megatron-h200/eager.log L263). torch <= 2.7 still reads it and needs it
+# against allocator thrashing with async collectives (Bridge's COMMON_RECIPE_ENV_VARS set it for that).
 AVOID_RECORD_STREAMS = "TORCH_NCCL_AVOID_RECORD_STREAMS"
 AVOID_RECORD_STREAMS_DEFAULT_FROM = (2, 8)
 
@@ -148,6 +163,13 @@ AVOID_RECORD_STREAMS_DEFAULT_FROM = (2, 8)
 def needs_avoid_record_streams(torch_version: str | None) -> bool:
     parts = [int(p) for p in (torch_version or "").split("+")[0].split(".")[:2] if p.isdigit()]
     return len(parts) == 2 and tuple(parts) < AVOID_RECORD_STREAMS_DEFAULT_FROM
+
+
+def set_torch_env(environ: MutableMapping[str, str], torch_version: str | None) -> None:
+    """Variables that depend on this container's torch, set before torch is imported (ProcessGroupNCCL reads them when
+    it is built). The user's own value (workload.env) wins."""
+    if needs_avoid_record_streams(torch_version):
+        environ.setdefault(AVOID_RECORD_STREAMS, "1")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -248,12 +270,19 @@ def make_callback(warmup: int, graph_arm: bool) -> Any:
     class GraphsweepCallback(Callback):
         def __init__(self) -> None:
             self.start_step: int | None = None
+            self.last_end: float | None = None
             self.iterations = 0
 
         def on_train_step_start(self, context: Any) -> None:
             self.start_step = int(context.state.train_state.step)
+            if self.last_end is None:
+                self.last_end = time.perf_counter()
 
         def on_train_step_end(self, context: Any) -> None:
+            now = time.perf_counter()
+            # end to end, not start to end: what the loop does between two steps (capture may be there) counts too
+            wall = now - self.last_end if self.last_end is not None else None
+            self.last_end = now
             iteration = self.start_step + 1 if self.start_step is not None else int(context.state.train_state.step)
             self.iterations = iteration
             rank, dp_rank = rank_info()
@@ -263,7 +292,7 @@ def make_callback(warmup: int, graph_arm: bool) -> Any:
                 torch.cuda.reset_peak_memory_stats()  # every rank: each reports its own steady peak from here
                 if rank == 0:
                     print(lf.peaks_reset(iteration), flush=True)
-            lines = tracker.observe(iteration, count_graphs(context.model) if graph_arm else 0)
+            lines = tracker.observe(iteration, count_graphs(context.model) if graph_arm else 0, wall)
             if rank == 0:
                 for line in lines:
                     print(line, flush=True)
@@ -319,8 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = None
-    if needs_avoid_record_streams(torch_version):
-        os.environ.setdefault(AVOID_RECORD_STREAMS, "1")  # before torch is imported: it reads it at start
+    set_torch_env(os.environ, torch_version)  # the controller cannot know the container's torch: here, before import
     # run_recipe.py does the same, so MCore's INFO lines (TE capture, full-iteration capture) reach the log
     logging.basicConfig(level=logging.INFO)
     has_modules = detect_has_modules()

@@ -127,6 +127,9 @@ def combine_arm(run_id: str, arm: str, parsed: Sequence[tuple[Segment, Any]]) ->
         capture_seen=all(bool(s.get("capture_seen")) for s in sums),
         replay_seen=all(bool(s.get("replay_seen")) for s in sums),
         capture_s=max((s["capture_s"] for s in sums if s.get("capture_s") is not None), default=None),
+        # the arm's two segments are two processes: the larger of each figure, as for peak_mem_gb
+        **{key: max((s[key] for s in sums if s.get(key) is not None), default=None) for key in (
+            "steady_mem_allocated_gb", "steady_mem_reserved_gb", "steady_mem_peak_gb", "capture_iteration_excess_s")},
         seed=next((s["seed"] for s in sums if s.get("seed") is not None), None),
         elapsed_resolution_ms=max(
             (s["elapsed_resolution_ms"] for s in sums if s.get("elapsed_resolution_ms") is not None), default=None

@@ -30,11 +30,17 @@ class RunSummary:
     step_ms_p90: float | None = None
     elapsed_resolution_ms: float | None = None  # print step of the elapsed times (0.1 for Megatron's {:.1f})
     seed: int | None = None  # the training seed the log states (runs of one seed must train the same model)
-    peak_mem_gb: float | None = None  # max mem-max-allocated after capture (whole run for eager), 1e9-byte GB
-    peak_mem_before_capture_gb: float | None = None
+    # memory, 1e9-byte GB, max over ranks (docs/tables.md says what each measures and when it is None)
+    peak_mem_gb: float | None = None  # whole-run peak: max mem-max-allocated of the lines from the capture iteration
+    # on (graph) or of all lines (eager); a running peak since process start, so pre-capture peaks are in it
+    peak_mem_before_capture_gb: float | None = None  # max mem-max-allocated of the lines before the capture iteration
+    steady_mem_allocated_gb: float | None = None  # max mem-allocated (current) over the steady window
+    steady_mem_reserved_gb: float | None = None  # max mem-reserved (current, caching allocator) over the steady window
+    steady_mem_peak_gb: float | None = None  # max mem-max-allocated over the steady window, peaks reset after capture
     capture_seen: bool = False
     replay_seen: bool = False
-    capture_s: float | None = None
+    capture_s: float | None = None  # the capture's own time as Megatron/TE/MCore (or the builtin) reports it
+    capture_iteration_excess_s: float | None = None  # Megatron entry: capture iteration minus a median eager one
     graphable_layers: int | None = None
     transient: str | None = None  # the reference §6.2 substring found, when nothing deterministic explains the failure
     # extras
@@ -99,6 +105,25 @@ class Mark:
 
 
 @dataclass
+class Death:
+    """How the run's processes said they died (graphsweep/parse/crash.py), first file first."""
+
+    bridge_failed: Mark | None = None  # Bridge's `Pretrain failed on rank=N with X: ...`
+    cause: Mark | None = None  # the first exception after the last iteration line, launchers' own excluded
+    fatal: Mark | None = None  # `Fatal Python error: ...`, `terminate called ...` after the last iteration
+    launcher: Mark | None = None  # torchrun `failed (exitcode: N)`
+    launcher_exit: int | None = None
+    signal: Mark | None = None  # a worker killed by a signal (torchrun's report, a subprocess repr)
+    signal_name: str | None = None
+    launcher_signal: Mark | None = None  # the launcher itself was signalled (scancel, Ctrl-C)
+    launcher_signal_name: str | None = None
+
+    def died(self) -> bool:
+        """A line says a process of the run died (beyond a generic exception line)."""
+        return any((self.bridge_failed, self.fatal, self.launcher, self.signal))
+
+
+@dataclass
 class Evidence:
     """What all files of one run say, merged (built by graphsweep.parse)."""
 
@@ -108,7 +133,7 @@ class Evidence:
     iterations: list[int]  # merged, sorted
     elapsed_ms: list[float]
     elapsed_decimals: int | None  # fewest decimals of any elapsed time (its print step is 10**-decimals)
-    memory: dict[int, list[float]]  # iteration -> [alloc, max_alloc, max_reserved] GB, max over ranks
+    memory: dict[int, list[float]]  # iteration -> logformat.MEM_FIELDS values in GB, max over ranks
     train_iters: int | None = None
     start_iteration: int = 0
     training_started: bool = False
@@ -116,6 +141,8 @@ class Evidence:
     capture_iteration: int | None = None  # from markers (first file that has them)
     capture_marker: str | None = None
     capture_s: float | None = None
+    capture_iteration_excess_s: float | None = None
+    peaks_reset: int | None = None  # the iteration after which the training process reset the memory peaks
     graphable_layers: int | None = None
     no_graphable: Mark | None = None
     replay_iteration: int | None = None
@@ -138,3 +165,5 @@ class Evidence:
     device: str | None = None
     iter_lines_unparsed: int = 0
     superseded: list[str] = field(default_factory=list)  # notes on earlier attempts replaced by a restart
+    death: Death = field(default_factory=Death)
+    capture_started: bool = False  # a capture start or done marker in any file (capture began)

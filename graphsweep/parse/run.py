@@ -17,6 +17,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from graphsweep.logformat import MEM_FIELDS
+from graphsweep.parse import crash
+from graphsweep.parse.memory import merge as merge_readings
 from graphsweep.parse.classify import classify
 from graphsweep.parse.records import Evidence, Mark, RunSummary
 from graphsweep.parse.scan import FileScan, scan_file
@@ -71,7 +74,7 @@ def _frame(scans: Sequence[FileScan], run_id: str) -> pd.DataFrame:
         col[: len(st)][fill] = st[fill]
         df["tflops"] = col
     memory = _merge_memory(scans)
-    mem = np.full((len(df), 3), np.nan)
+    mem = np.full((len(df), len(MEM_FIELDS)), np.nan)
     if memory and len(df):
         # iterations are unique and sorted here: a binary search, not a dict of every row (1.35 M rows: ~100 MB)
         its = df["iteration"].to_numpy()
@@ -83,6 +86,7 @@ def _frame(scans: Sequence[FileScan], run_id: str) -> pd.DataFrame:
     df["mem_allocated_gb"] = mem[:, 0]
     df["mem_max_allocated_gb"] = mem[:, 1]
     df["mem_max_reserved_gb"] = mem[:, 2]
+    df["mem_reserved_gb"] = mem[:, 3]
     df["run_id"] = run_id
     df["iteration"] = df["iteration"].astype("int64")
     df["line"] = df["line"].astype("int64")
@@ -95,10 +99,12 @@ def _merge_memory(scans: Sequence[FileScan]) -> dict[int, list[float]]:
     out: dict[int, list[float]] = {}
     for fs in scans:
         for it, vals in fs.memory.items():
-            old = out.get(it)
-            out[it] = list(vals) if old is None else [
-                o if v != v else (v if o != o else max(o, v)) for o, v in zip(old, vals)]
+            out[it] = merge_readings(out.get(it), vals)
     return out
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    return a if b is None else b if a is None else max(a, b)
 
 
 def _mark(fs: FileScan, t: tuple[int, str] | None) -> Mark | None:
@@ -120,6 +126,7 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         fs = scans[k]
         what = f"{fs.hits[0].sig.id} at {fs.path}:{fs.hits[0].line}" if fs.hits else "no error line"
         ev.superseded.append(f"{fs.path} was restarted by {by} ({what}): its failure is not the run's outcome")
+    entry_log = any(fs.megatron_entry for fs in scans)  # rank 0's file says so for the run's other files too
     for k, fs in enumerate(scans):
         if fs.problem:
             continue
@@ -135,8 +142,16 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         ev.start_iteration = max(ev.start_iteration, fs.start_iteration) if fs.training_started else ev.start_iteration
         if fs.capture_marker and ev.capture_marker is None:
             ev.capture_marker, ev.capture_iteration = fs.capture_marker, fs.capture_iteration
-        if fs.capture_s is not None:
-            ev.capture_s = fs.capture_s if ev.capture_s is None else max(ev.capture_s, fs.capture_s)
+        ev.capture_s = _larger(ev.capture_s, fs.capture_s)
+        # `capture seconds` is the builtin's capture call, but the capture iteration's excess in the Megatron
+        # entry's logs before 2026-12-02 (logformat.CAPTURE_SECONDS): one meaning per column
+        if entry_log:
+            ev.capture_iteration_excess_s = _larger(ev.capture_iteration_excess_s, fs.capture_seconds_marker)
+        else:
+            ev.capture_s = _larger(ev.capture_s, fs.capture_seconds_marker)
+        ev.capture_iteration_excess_s = _larger(ev.capture_iteration_excess_s, fs.capture_excess_s)
+        if fs.peaks_reset is not None and ev.peaks_reset is None:
+            ev.peaks_reset = fs.peaks_reset
         if fs.graphable_layers is not None:
             ev.graphable_layers = max(ev.graphable_layers or 0, fs.graphable_layers)
         ev.no_graphable = ev.no_graphable or _mark(fs, fs.no_graphable)
@@ -161,6 +176,9 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         ev.srun_exit = _mark(fs, fs.srun_exit) or ev.srun_exit
         ev.device = ev.device or fs.device
         ev.iter_lines_unparsed += fs.iter_lines_unparsed
+        ev.capture_started |= fs.capture_state != "none"
+    ev.death = crash.merge([(fs.path, fs.crash_lines, len(fs.it)) for k, fs in enumerate(scans)
+                            if not fs.problem and k not in restarted])
     # the last file in order decides whether the log was cut
     live = [fs for fs in scans if not fs.problem]
     if live:

@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphsweep import logformat as lf
-from graphsweep.parse import signatures as sg
+from graphsweep.parse import crash, signatures as sg
+from graphsweep.parse.memory import merge as merge_readings, read_line as read_memory_line
 from graphsweep.parse.records import Hit
 
 _BLOCK = 1 << 24  # bytes per vectorised block
@@ -65,8 +66,9 @@ class FileScan:
     lm_loss_seen: bool = False
     step_tflops: array = field(default_factory=lambda: array("d"))  # Step Time lines in file order
     step_count_at: int = 0
-    # memory: iteration -> [alloc, max_alloc, max_reserved] (max over ranks)
+    # memory: iteration -> values of lf.MEM_FIELDS [alloc, max_alloc, max_reserved, reserved] (max over ranks)
     memory: dict[int, list[float]] = field(default_factory=dict)
+    peaks_reset: int | None = None  # `[graphsweep] memory peaks reset after iteration i`: later mem-max-* start there
     # lifecycle
     training_started: bool = False
     start_iteration: int = 0
@@ -75,7 +77,10 @@ class FileScan:
     capture_state: str = "none"
     capture_iteration: int | None = None
     capture_marker: str | None = None
-    capture_s: float | None = None
+    capture_s: float | None = None  # the capture's own time as Megatron prints it (TE, full iteration, local)
+    capture_seconds_marker: float | None = None  # `[graphsweep] capture seconds`: its meaning depends on the writer
+    capture_excess_s: float | None = None  # `[graphsweep] capture iteration excess seconds` (Megatron entry)
+    megatron_entry: bool = False  # `[graphsweep] graph api:`: graphsweep's Megatron entry wrote this log
     graphable_layers: int | None = None
     no_graphable: tuple[int, str] | None = None
     replay_iteration: int | None = None
@@ -96,9 +101,11 @@ class FileScan:
     keyerror: tuple[int, str] | None = None
     graph_config_traceback: bool = False
     srun_exit: tuple[int, str] | None = None
+    crash_lines: crash.CrashLines = field(default_factory=crash.CrashLines)  # how a process said it died
     # the frames of the traceback being printed (reset at each "Traceback (most recent call last):")
     frames: list[str] = field(default_factory=list)  # function names, outermost first
     frame_where: list[tuple[str, str, str]] = field(default_factory=list)  # (path, line, function)
+    source_at: tuple[int, int] = (-1, 0)  # (line, column) of the last frame's source line
 
     # -- state helpers --------------------------------------------------------------------
     def cause_frame(self) -> str | None:
@@ -138,6 +145,13 @@ def _num(m: re.Match | None) -> float:
         return math.nan
 
 
+def _max(old: float | None, new: float) -> float | None:
+    """The larger, ignoring None and NaN (a value read from several ranks or lines)."""
+    if math.isnan(new):
+        return old
+    return new if old is None else max(old, new)
+
+
 def _handle_line(fs: FileScan, raw: bytes, lineno: int) -> None:
     """Everything a (prefiltered) line can say. Not exclusive: glued lines carry several records."""
     if lf.ITER_NEEDLE in raw:
@@ -154,7 +168,9 @@ def _handle_line(fs: FileScan, raw: bytes, lineno: int) -> None:
             or b"StopIteration" in raw or b"no samples left" in raw:
         _lifecycle(fs, raw, lineno)
     if lf.FRAME_NEEDLE in raw:
-        _frame(fs, raw)
+        _frame(fs, raw, lineno)
+    if fs.seed is None and lf.SEED_NEEDLE in raw and (m := lf.SEED_LINE.search(raw)):
+        fs.seed = int(m.group(1))
     for anchor in sg.ERROR_ANCHORS:
         if anchor in raw:
             _signatures(fs, raw, lineno)
@@ -194,19 +210,9 @@ def _iteration_segments(fs: FileScan, raw: bytes, lineno: int) -> None:
 
 
 def _memory(fs: FileScan, raw: bytes) -> None:
-    m = lf.MEM_HEAD.search(raw)
-    if not m:
-        return
-    it = int(m.group(1))
-    gb = m.group(2) == b"GB"
-    pats = lf.MEM_GB if gb else lf.MEM_MB
-    vals = [_num(pats[k].search(raw, m.end())) for k in ("alloc", "max_alloc", "max_reserved")]
-    if not gb:
-        vals = [v * lf.MIB_TO_GB for v in vals]
-    old = fs.memory.get(it)
-    fs.memory[it] = vals if old is None else [
-        o if math.isnan(v) else (v if math.isnan(o) else max(o, v)) for o, v in zip(old, vals)
-    ]
+    if (record := read_memory_line(raw)) is not None:
+        it, vals = record
+        fs.memory[it] = merge_readings(fs.memory.get(it), vals)
 
 
 def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
@@ -238,11 +244,13 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
         done(_text(raw), float(m.group(2)))
     if lf.NO_GRAPHABLE in raw and fs.no_graphable is None:
         fs.no_graphable = (lineno, _text(raw))
-    if lf.FULL_CAPTURE_START_B in raw:
+    if lf.FULL_CAPTURE_START_B in raw or lf.OPT_CAPTURE_START_B in raw:
         start("Capture CUDA graph for training!!!")
     if lf.FULL_CAPTURE_DONE_B in raw:
         m = lf.FULL_CAPTURE_S.search(raw)
         done("CUDA graph capture done for training!!!", float(m.group(1)) if m else None)
+    elif lf.OPT_CAPTURE_DONE_B in raw:  # the optimizer step's graph (optimizer.optimizer_cuda_graph)
+        done(lf.OPT_CAPTURE_DONE, None)
     if lf.LOCAL_CREATING.search(raw):
         start(_text(raw))
     if m := lf.LOCAL_BUILT.search(raw):
@@ -250,8 +258,16 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
     if b"[graphsweep]" in raw:
         if lf.RE_GRAPHS_DETECTED.search(raw):  # the Megatron entry saw the captured graphs from Python
             done(lf.GRAPHS_DETECTED.strip(), None)
-        if m := lf.RE_CAPTURE_SECONDS.search(raw):
-            done("[graphsweep] capture seconds", float(m.group(1)))
+        if lf.ENTRY_GRAPH_API_B in raw:
+            fs.megatron_entry = True
+        if m := lf.RE_CAPTURE_SECONDS.search(raw):  # the value is read in run.py, once the writer is known
+            done("[graphsweep] capture seconds", None)
+            fs.capture_seconds_marker = _max(fs.capture_seconds_marker, float(m.group(1)))
+        if m := lf.RE_CAPTURE_ITERATION_EXCESS.search(raw):
+            done(lf.CAPTURE_ITERATION_EXCESS.strip(), None)
+            fs.capture_excess_s = _max(fs.capture_excess_s, float(m.group(1)))
+        if m := lf.RE_PEAKS_RESET.search(raw):
+            fs.peaks_reset = int(m.group(1)) if fs.peaks_reset is None else fs.peaks_reset
         if m := lf.RE_REPLAY.search(raw):
             fs.replay_iteration = int(m.group(1)) if fs.replay_iteration is None else fs.replay_iteration
         if m := lf.RE_REPLAYS.search(raw):
@@ -260,8 +276,9 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
             fs.device = _text(raw).split("[graphsweep] device: ", 1)[-1]
 
 
-def _frame(fs: FileScan, raw: bytes) -> None:
+def _frame(fs: FileScan, raw: bytes, lineno: int) -> None:
     if m := lf.TRACEBACK_FRAME.search(raw):
+        fs.source_at = (lineno + 1, raw.find(lf.FRAME_NEEDLE))  # the frame's source line, indented below it
         path, line, func = (g.decode("utf-8", "replace") for g in m.groups())
         fs.frames.append(func)
         fs.frame_where.append((path, line, func))
@@ -275,8 +292,6 @@ def _lifecycle(fs: FileScan, raw: bytes, lineno: int) -> None:
         fs.training_started = True
     if any(n in raw for n in lf.SETUP_DONE):
         fs.setup_done = True
-    if fs.seed is None and (m := lf.SEED_LINE.search(raw)):
-        fs.seed = int(m.group(1))
     if fs.end_marker is None and any(n in raw for n in lf.END_MARKERS):
         fs.end_marker = (lineno, _text(raw))
     if fs.end_data is None and any(n in raw for n in lf.END_DATA):
@@ -290,6 +305,8 @@ def _lifecycle(fs: FileScan, raw: bytes, lineno: int) -> None:
 
 
 def _signatures(fs: FileScan, raw: bytes, lineno: int) -> None:
+    if lineno == fs.source_at[0] and raw[fs.source_at[1]:fs.source_at[1] + 2] == b"  ":
+        return  # a traceback's source line (`raise ValueError("...")`): the exception line below proves it
     if lf.TRACEBACK_START in raw:  # a new traceback: earlier frames belong to another exception
         fs.frames.clear()
         fs.frame_where.clear()
@@ -306,6 +323,7 @@ def _signatures(fs: FileScan, raw: bytes, lineno: int) -> None:
     for needle, infra in sg.SLURM_INFRA:
         if fs.slurm_infra is None and needle in raw:
             fs.slurm_infra = (infra, lineno, _text(raw))
+    crash.observe(fs.crash_lines, raw, lineno, len(fs.it), _text)
     if b"rror" in raw or b"Exception" in raw or b"Interrupt" in raw:
         if b"cuda_graph_config" in raw or b"CudaGraphModule" in raw:
             fs.graph_config_traceback = True

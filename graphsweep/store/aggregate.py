@@ -21,6 +21,8 @@ def run_row(plan_row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     for key in ("executor", "job_id", "host", "start_utc", "end_utc", "wall_s", "exit_code", "state", "attempt",
                 "gpu_seconds", "slurm_nodelist"):  # fmt: skip
         row[key] = info.get(key)
+    # the command the job ran (run.json), which differs from today's plan when the job ran under an older graphsweep
+    row["command"] = info.get("command") or plan_row.get("command")
     row["previous_attempts"] = json.dumps(info.get("previous_attempts", [])) if info.get("previous_attempts") else None
     # The job's provenance, with what the training process printed inside its container on top (versions).
     prov = provenance.merge(info.get("provenance"), provenance.from_logs(run_dir_logs(run_dir)))
