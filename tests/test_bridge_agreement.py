@@ -58,7 +58,9 @@ CONFIG_TIME = {
 NOT_AT_CONFIG_TIME = {
     "te_rng_tracker": "Bridge gpt_provider.py provide(): asserted when the model is built, not by runtime_config_update",
     "expandable_segments_nccl_graph_register": "MCore TECudaGraphHelper.__init__: asserted at capture, from the process environment",
-    "fsdp_with_graphs": "graphsweep's rule (after NVIDIA cloudai); Bridge accepts Megatron FSDP with TE graphs at config time",
+    "fsdp_full_iteration_graph_safe": "graphsweep's rule (Megatron-LM training.py L2003-2012 sets both settings itself, "
+                                      "Bridge 0.6.2 neither): Bridge accepts the pair at config time and the run hangs "
+                                      "in param_gather_event.wait() (MLM PR #7282)",
     "expert_parallel_sizes_divide_gpus": "MCore initialize_model_parallel: checked when the expert process groups are built",
     "packed_sequence_te_scope": "MCore transformer_layer.py _te_cuda_graph_replay: asserted at the first TE graph replay "
                                 "(Bridge accepts attention capture of packed sequences once pad_cu_seqlens is on)",
@@ -73,6 +75,12 @@ NOT_AT_CONFIG_TIME = {
 NOT_COMPARABLE = {
     "cuda_graph_modules_before_0_19": "its cases are for Megatron Core <= 0.18 (cuda_graph_scope API); the venv has 0.19.2",
     "delay_wgrad_te_version": "its bad case is Transformer Engine 2.10.0; Bridge checks the TE it runs with (2.20.2)",
+    # field rows 17-18: texts of Bridge main 0.7.0 / MCore main 0.20.0, whose keys Bridge 0.6.2 / Core 0.19.2 lack
+    # (the override fails as an unknown key); tests/test_preflight.py checks the gate on the pinned releases
+    "mfsdp_v2_graphs": "ddp.megatron_fsdp_version exists from MCore 0.20 / Bridge 0.7 (Bridge main config.py L1188)",
+    "mfsdp_v2_optimizer_graph": "ddp.megatron_fsdp_version exists from MCore 0.20 / Bridge 0.7 (Bridge main config.py L1182)",
+    "energon_packing_graphs": "the EnergonDatasetConfig packing_buffer_size check exists from Bridge 0.7 (main config.py L1339)",
+    "moe_grouped_tensor_needs_grouped_gemm": "model.moe_use_grouped_tensor exists from MCore 0.20 (main transformer_config.py L1414)",
 }
 
 # The recipe a rule's cases are validated with, where the default one lacks the fields the rule is about.
@@ -110,7 +118,7 @@ CONTEXT: dict[str, dict[str, Any]] = {
     # MCore: "num_moe_experts must be non None to use expert-parallel."
     "expert_parallel_sizes_divide_gpus": {"model.num_moe_experts": 8},
     # Bridge: "Megatron-FSDP requires the fsdp_dtensor checkpointing format!"
-    "fsdp_with_graphs": {"checkpoint.ckpt_format": "fsdp_dtensor"},
+    "fsdp_full_iteration_graph_safe": {"checkpoint.ckpt_format": "fsdp_dtensor"},
     # MCore: 'Using recompute_granularity: full so recompute_method must be "block" or "uniform"'
     "full_recompute_te_scope": {"model.recompute_method": "uniform", "model.recompute_num_layers": 1},
 }
@@ -134,6 +142,10 @@ EXTRA_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "cpu_offloading/good-local-full-iteration": ("cpu_offloading", "good", case(
         {"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["full_iteration"], "model.use_te_rng_tracker": True,
          "rerun_state_machine.check_for_nan_in_loss": False, "model.cpu_offloading": True})),
+    # Megatron-FSDP v1 with scoped TE graphs: valid (CloudAI's "FSDP excludes graphs" is out of date)
+    "fsdp_full_iteration_graph_safe/good-te-scope": ("fsdp_full_iteration_graph_safe", "good", case(
+        {"model.cuda_graph_impl": "transformer_engine", "model.cuda_graph_scope": ["attn"],
+         "model.use_te_rng_tracker": True, "ddp.use_megatron_fsdp": True})),
 }
 
 
@@ -290,6 +302,18 @@ def test_recorded_later_rules_pass_bridge_config_validation():
     recorded = {r["id"]: r for r in _recorded()["records"]}
     assert {rule: recorded[f"{rule}/bad"]["outcome"] for rule in NOT_AT_CONFIG_TIME} == {
         rule: "ok" for rule in NOT_AT_CONFIG_TIME}
+
+
+def test_recorded_gated_rules_keys_do_not_exist_on_the_pinned_stack():
+    # why the field rows 17-18 rules are gated on Bridge >= 0.7 / Core >= 0.20: Bridge 0.6.2 refuses their keys
+    from tests.test_preflight import GATED
+
+    recorded = {r["id"]: r for r in _recorded()["records"]}
+    for rule in GATED:
+        for kind in ("bad", "good"):
+            r = recorded[f"{rule}/{kind}"]
+            assert (r["outcome"], r["exc_type"]) == ("override_error", "OverridesError"), r["id"]
+            assert "Could not override" in r["message"], r["id"]
 
 
 def test_recorded_packed_cases_ran_on_bridge_s_packed_sft_dataset():

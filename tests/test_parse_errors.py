@@ -74,8 +74,12 @@ EXPECTED = {  # the generic needles decide a narrower class than their own when 
 @pytest.mark.parametrize("prefix", ["", "[rank4]: "])
 @pytest.mark.parametrize("sig", oc.SIGNATURES, ids=lambda s: s.id)
 def test_every_catalogue_signature(tmp_path: Path, sig: oc.Signature, prefix: str) -> None:
-    n_before = len(HEAD) + len(body(6))
-    s = parse_lines(tmp_path, HEAD + body(6) + [exception_line(sig), b"Traceback (most recent call last):"],
+    # a signature proven by its traceback frame needs that frame above it, as Python prints it
+    trace = [b"Traceback (most recent call last):",
+             b'  File "/opt/Megatron-LM/megatron/core/x.py", line 950, in ' + sig.frame.encode(),
+             b"    call()"] if sig.frame else []  # fmt: skip
+    n_before = len(HEAD) + len(body(6)) + len(trace)
+    s = parse_lines(tmp_path, HEAD + body(6) + trace + [exception_line(sig), b"Traceback (most recent call last):"],
                     prefix=prefix)
     assert (s.outcome, s.error_class) == EXPECTED.get(sig.id, (sig.outcome, sig.error_class)), s.reason
     assert s.signature_line == n_before + 1

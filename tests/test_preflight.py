@@ -22,6 +22,8 @@ DELAY = {"comm_overlap.delay_wgrad_compute": True, "comm_overlap.overlap_moe_exp
 PACKED = {"dataset.enable_offline_packing": True}  # Bridge 0.6.2 (GPTSFTDatasetConfig)
 PAD_MAX = {"dataset.dataset_kwargs.pad_to_max_length": True}
 PAD_CU = {"dataset.offline_packing_specs.pad_cu_seqlens": True}
+FSDP = {"ddp.use_megatron_fsdp": True}
+MFSDP_V2 = {"ddp.megatron_fsdp_version": 2}  # MCore main 0.20.0 DDP config L93 / Bridge main 0.7.0 config.py L1071
 
 
 def case(settings, env=None, gpus=8, mcore="0.19", te=None):
@@ -122,8 +124,24 @@ CASES = {
     "expandable_segments_nccl_graph_register": (
         case({**TE, "model.cuda_graph_scope": ["attn"]}, env=ES),
         case({**TE, "model.cuda_graph_scope": ["attn"]}, env={**ES, "NCCL_GRAPH_REGISTER": "0"})),
-    "fsdp_with_graphs": (case({**TE, "model.cuda_graph_scope": ["attn"], "ddp.use_megatron_fsdp": True}),
-                         case({"model.cuda_graph_impl": "none", "ddp.use_megatron_fsdp": True})),
+    # field row 5 (MLM PR #7282): Megatron-FSDP v1 runs graphs; full iteration needs the two settings MLM sets itself
+    "fsdp_full_iteration_graph_safe": (
+        case({**FULL, **FSDP}),
+        case({**FULL, **FSDP, "ddp.megatron_fsdp_cuda_graph_mode": True,
+              "ddp.fsdp_all_gather_in_start_param_sync": False})),
+    # field row 18 (Bridge main 0.7.0 config.py L1182/L1188/L1339) and row 17 (MCore main 0.20.0 L1414): keys that
+    # Bridge 0.6.2 / Core 0.19.2 do not have (tests/test_bridge_agreement.py NOT_COMPARABLE)
+    "mfsdp_v2_graphs": (case({**TE, "model.cuda_graph_scope": ["attn"], **FSDP, **MFSDP_V2}),
+                        case({"model.cuda_graph_impl": "none", **FSDP, **MFSDP_V2})),
+    "mfsdp_v2_optimizer_graph": (case({"model.cuda_graph_impl": "none", **FSDP, **MFSDP_V2,
+                                       "optimizer.optimizer_cuda_graph": True}),
+                                 case({"model.cuda_graph_impl": "none", **FSDP, **MFSDP_V2,
+                                       "optimizer.optimizer_cuda_graph": False})),
+    "energon_packing_graphs": (case({**TE, "model.cuda_graph_scope": ["attn"], "dataset.packing_buffer_size": 64}),
+                               case({"model.cuda_graph_impl": "none", "dataset.packing_buffer_size": 64})),
+    "moe_grouped_tensor_needs_grouped_gemm": (case({**MOE, "model.moe_use_grouped_tensor": True}),
+                                              case({**MOE, "model.moe_use_grouped_tensor": True,
+                                                    "model.moe_grouped_gemm": True})),
     "moe_a2a_overlap_with_graphs": (
         case({**TE, **MOE, "model.cuda_graph_scope": ["attn", "moe"], "model.moe_expert_capacity_factor": 1.0,
               "model.moe_pad_expert_input_to_capacity": True, "comm_overlap.overlap_moe_expert_parallel_comm": True}),
@@ -205,6 +223,49 @@ def test_old_api_generation_uses_its_own_wording_and_checks():
 def test_nccl_graph_register_must_be_exactly_zero():
     bad = _messages({**TE, "model.cuda_graph_scope": ["attn"]}, env={**ES, "NCCL_GRAPH_REGISTER": "false"})
     assert "expandable_segments_nccl_graph_register" in bad
+
+
+# rules of newer releases than the pinned stack (field rows 17, 18): gated on the release that has them
+GATED = {"mfsdp_v2_graphs": (0, 7), "mfsdp_v2_optimizer_graph": (0, 7), "energon_packing_graphs": (0, 7),
+         "moe_grouped_tensor_needs_grouped_gemm": (0, 20)}
+
+
+@pytest.mark.parametrize("rule_id", sorted(GATED))
+def test_rules_of_newer_releases_do_not_apply_to_the_pinned_stack(rule_id):
+    bad = CASES[rule_id][0]
+    pinned = catalogue.check(bad["settings"], bad["env"], gpus=bad["gpus"], bridge_version="0.6.2",
+                             mcore_release="0.19.2")
+    assert rule_id not in {v.rule for v in pinned}
+    newer = catalogue.check(bad["settings"], bad["env"], gpus=bad["gpus"], bridge_version="0.7.0",
+                            mcore_release="0.20.0")
+    assert rule_id in {v.rule for v in newer}  # and the release that has the rule fires it, as does an unknown one
+
+
+def test_gated_messages_are_bridge_mains_and_mcore_mains():
+    # Bridge main 0.7.0 training/config.py L1182, L1188, L1339; MCore main 0.20.0 transformer_config.py L1414
+    assert _messages(CASES["mfsdp_v2_graphs"][0]["settings"])["mfsdp_v2_graphs"] == "MFSDP V2 does not support CUDA graphs."
+    assert _messages(CASES["mfsdp_v2_optimizer_graph"][0]["settings"])["mfsdp_v2_optimizer_graph"] == (
+        "MFSDP V2 does not support optimizer CUDA graphs.")
+    assert _messages(CASES["energon_packing_graphs"][0]["settings"])["energon_packing_graphs"] == (
+        "Energon native sequence packing does not support CUDA graphs.")
+    assert _messages(CASES["moe_grouped_tensor_needs_grouped_gemm"][0]["settings"])[
+        "moe_grouped_tensor_needs_grouped_gemm"] == "moe_use_grouped_tensor=True requires moe_grouped_gemm=True."
+
+
+def test_megatron_fsdp_v1_runs_scoped_graphs_and_v2_refuses_them():
+    # CloudAI's "FSDP excludes graphs" is out of date: v1 has megatron_fsdp_cuda_graph_mode; only v2 refuses graphs
+    scoped = {**TE, "model.cuda_graph_scope": ["attn"], **FSDP}
+    assert _messages(scoped, gpus=8) == {}
+    assert set(_messages({**scoped, **MFSDP_V2}, gpus=8)) == {"mfsdp_v2_graphs"}
+    assert "mfsdp_v2_graphs" in _messages({"model.cuda_graph_impl": "none", **FSDP, **MFSDP_V2,
+                                           "ddp.megatron_fsdp_cuda_graph_mode": True})
+    # full iteration on v1: the all-gather in start_param_sync matters only with overlapped param gathers (DP > 1)
+    safe_mode = {**FULL, **FSDP, "ddp.megatron_fsdp_cuda_graph_mode": True}
+    assert "fsdp_full_iteration_graph_safe" in _messages(safe_mode, gpus=8)
+    assert _messages(safe_mode, gpus=1) == {}
+    assert _messages({**safe_mode, "comm_overlap.overlap_param_gather": False}, gpus=8) == {}
+    msg = _messages({**FULL, **FSDP}, gpus=1)["fsdp_full_iteration_graph_safe"]
+    assert "ddp.megatron_fsdp_cuda_graph_mode=True" in msg and "fsdp_all_gather_in_start_param_sync" not in msg
 
 
 @pytest.mark.parametrize("packing", [{"dataset.enable_in_batch_packing": True}, {"packed_sequence": True},

@@ -6,7 +6,7 @@ from typing import Any, Iterable, Mapping
 
 from graphsweep.constraints import rules, runtime
 from graphsweep.constraints.graph import Ctx, graph_view, normalise_mcore
-from graphsweep.constraints.hydra import parse_value
+from graphsweep.constraints.hydra import OverrideError, parse_value
 from graphsweep.constraints.model import Constraint
 from graphsweep.vocab import Violation
 
@@ -16,6 +16,15 @@ PREFLIGHT: tuple[Constraint, ...] = tuple(c for c in CONSTRAINTS if c.check is n
 assert len(BY_ID) == len(CONSTRAINTS), "constraint ids must be unique"
 
 
+def _hydra_or_text(value: str) -> Any:
+    """A string as Bridge's command line reads it; text Hydra cannot parse (`it's a run`) is a literal: the launch
+    quotes it (hydra.format_value), so the rules see it as the text it is."""
+    try:
+        return parse_value(value)
+    except OverrideError:
+        return value
+
+
 def check(
     settings: Mapping[str, Any],
     env: Mapping[str, str],
@@ -23,13 +32,18 @@ def check(
     gpus: int,
     mcore: str = "0.19",
     te_version: str | None = None,
+    bridge_version: str | None = None,
+    mcore_release: str | None = None,
     constraints: Iterable[Constraint] | None = None,
 ) -> list[Violation]:
-    """Every preflight constraint that rejects these settings, in catalogue order. Strings are read as Hydra values."""
-    parsed = {k: parse_value(v) if isinstance(v, str) else v for k, v in settings.items()}
+    """Every preflight constraint that rejects these settings, in catalogue order. Strings are read as Hydra values.
+
+    `bridge_version` / `mcore_release`: the exact releases when known; a rule of a newer release than the one given
+    does not fire (unknown: the rule fires when the settings name its keys, which only that release has)."""
+    parsed = {k: _hydra_or_text(v) if isinstance(v, str) else v for k, v in settings.items()}
     generation = normalise_mcore(mcore)
     ctx = Ctx(parsed, {k: str(v) for k, v in env.items()}, int(gpus), generation, te_version,
-              graph_view(parsed, generation))
+              graph_view(parsed, generation), bridge_version, mcore_release)
     out = []
     for c in PREFLIGHT if constraints is None else constraints:
         message = c.check(ctx) if c.check is not None else None

@@ -7,6 +7,7 @@ default where the reference records one, never at a guessed recipe default.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -15,6 +16,35 @@ TE_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
 
 # CudaGraphScope enum (MCore transformer/enums.py): the deprecated names are accepted in cuda_graph_scope.
 KNOWN_SCOPES = set(TE_MODULES) | {"full_iteration", "full_iteration_inference", "full"}
+
+# Every CUDA-graph field of a Bridge config (shared/docs/megatron-reference.md 3.1, MCore 0.18/0.19, Bridge 0.6):
+# a key that looks like one of them and is none of them is a misspelling, never a setting Megatron would read.
+GRAPH_FIELDS = (
+    "model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope", "model.inference_cuda_graph_scope",
+    "model.cuda_graph_warmup_steps", "model.cuda_graph_use_single_mempool", "model.cuda_graph_retain_backward_graph",
+    "model.enable_cuda_graph", "model.external_cuda_graph", "model.use_te_rng_tracker", "rng.te_rng_tracker",
+    "model.delay_offload_until_cuda_graph", "model.moe_pad_experts_for_cuda_graph_inference",
+    "optimizer.optimizer_cuda_graph", "ddp.megatron_fsdp_cuda_graph_mode",
+)  # fmt: skip
+_GRAPH_SECTIONS = {f.split(".")[0] for f in GRAPH_FIELDS}
+
+
+def graph_field_problem(key: str) -> str | None:
+    """Why `key` is not a CUDA-graph field Megatron reads (with the closest one), or None when it is not meant as one.
+
+    A key is meant as a graph field when its last part names a graph (`cuda_graph_implementation`, `cudagraph_impl`)
+    or it is one typo away from a known field (`rng.te_rng_traker`).
+    """
+    if key in GRAPH_FIELDS:
+        return None
+    leaf = key.rsplit(".", 1)[-1].lower()
+    close = difflib.get_close_matches(key, GRAPH_FIELDS, n=1, cutoff=0.6)
+    near = difflib.get_close_matches(key, GRAPH_FIELDS, n=1, cutoff=0.88)
+    if not near and ("graph" not in leaf or key.split(".")[0] not in _GRAPH_SECTIONS):
+        return None
+    hint = f"did you mean {close[0]}?" if close else f"the CUDA-graph fields are {', '.join(GRAPH_FIELDS)}"
+    return f"not a CUDA-graph field of Megatron Core / Bridge (Megatron would not read it); {hint}"
+
 
 UNKNOWN_IMPL = "unknown"  # cuda_graph_impl is none of this Megatron Core's implementations
 VALID_IMPLS = {"0.18": ("none", "local", "transformer_engine"), "0.19": ("none", "local", "transformer_engine", "full_iteration")}
@@ -105,6 +135,12 @@ class Ctx:
     mcore: str  # "0.18" (cuda_graph_scope API) or "0.19" (cuda_graph_modules API)
     te_version: str | None
     g: GraphView
+    bridge_version: str | None = None  # the exact Megatron Bridge release, when the caller knows it
+    mcore_release: str | None = None  # the exact Megatron Core release (mcore above is only the API generation)
+
+    def older_than(self, version: str | None, minimum: tuple[int, ...]) -> bool:
+        """True when `version` is known and older than `minimum`: a rule of a newer release does not apply there."""
+        return bool(version) and version_tuple(version) < minimum
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.s.get(key, default)

@@ -210,7 +210,11 @@ def _static_moe_shapes(c: Ctx) -> bool:
       "MCore 0.14-0.19.2 transformer/moe/token_dispatcher.py _maybe_dtoh_and_synchronize L919-950 "
       "(self.d2h_event.synchronize() unless drop_and_pad; allgather .cpu() L317); not checked by Megatron at "
       "config time; failed at capture on an H200 (MoE fixture, full_iteration)",
-      "a full-iteration graph cannot capture an MoE dispatcher that waits on the host for token counts (dropless)")
+      "a full-iteration graph cannot capture an MoE dispatcher that waits on the host for token counts (dropless)",
+      # torch's text for cudaErrorCapturedEvent, raised by d2h_event.synchronize() inside the capture (H200 MoE
+      # fixture, log line 622); the frame tells it from any other capturing-stream event error
+      needles=("operation not permitted on an event last recorded in a capturing stream",),
+      at=CAPTURE, frame="_maybe_dtoh_and_synchronize")
 def _full_iteration_dropless_moe(c: Ctx) -> str | None:
     if c.g.effective != "full_iteration" or c.get("model.num_moe_experts") in (None, 0, 1):
         return None  # num_moe_experts defaults to None: a dense model
@@ -423,13 +427,84 @@ def _expandable(c: Ctx) -> str | None:
     return None
 
 
-@rule("fsdp_with_graphs", "graphsweep, after NVIDIA cloudai megatron_bridge constraint_check (reference 4.6)",
-      "Megatron FSDP is not run with CUDA graphs",
+def _megatron_fsdp(c: Ctx) -> bool:
+    # Bridge ConfigContainer.validate runs its Megatron-FSDP checks when either flag is set (0.6.2 config.py L1345)
+    return c.flag("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")
+
+
+def _mfsdp_v2(c: Ctx) -> bool:
+    """Megatron-FSDP v2: ddp.megatron_fsdp_version exists from MCore 0.20 (main distributed_data_parallel_config.py
+    L93, default 1) and Bridge 0.7 (main config.py L1071-1077; Bridge 0.6.2 / Core 0.19.2 have no such key)."""
+    if c.older_than(c.bridge_version, (0, 7)) or c.older_than(c.mcore_release, (0, 20)):
+        return False
+    return _megatron_fsdp(c) and number(c.get("ddp.megatron_fsdp_version"), 1.0) == 2
+
+
+@rule("fsdp_full_iteration_graph_safe",
+      "MCore 0.19.2 training/training.py L2003-2012 (MLM sets both itself; MLM PR #7282), distributed_data_parallel_"
+      "config.py L152-159 and megatron_fsdp param_and_grad_buffer.py L3184-3198; Bridge 0.6.2 sets neither (its "
+      "DeepSeek-V3 GB300 perf recipe sets both by hand, perf_recipes/deepseek/gb300/deepseek_v3.py L333-334)",
+      "a full-iteration graph with Megatron-FSDP v1 needs ddp.megatron_fsdp_cuda_graph_mode=True and, with "
+      "overlapped parameter gathers, ddp.fsdp_all_gather_in_start_param_sync=False (v1 runs scoped graphs as they are)",
       at=NEVER)
-def _fsdp(c: Ctx) -> str | None:
-    if c.g.graphs_on and c.flag("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp"):
-        return ("CUDA graphs are not combined with Megatron FSDP (ddp.use_megatron_fsdp=True): NVIDIA cloudai's "
-                "Megatron Bridge workload rejects this pair; sweep graphs without FSDP.")
+def _fsdp_full_iteration(c: Ctx) -> str | None:
+    # not a Megatron check: the run hangs in param_gather_event.wait() (MLM PR #7282) or the optimizer loses the
+    # gradient references the graph writes. Bridge turns overlap_param_gather on with data parallel > 1
+    # (comm_overlap.py L576-579) unless an override turns it off.
+    if c.g.effective != "full_iteration" or not _megatron_fsdp(c) or _mfsdp_v2(c):
+        return None
+    tp, pp, cp = _model_parallel(c)
+    overlap = c.flag("comm_overlap.overlap_param_gather", "ddp.overlap_param_gather",
+                     default=c.gpus // max(1, tp * pp * cp) > 1)
+    missing = [] if c.flag("ddp.megatron_fsdp_cuda_graph_mode") else ["ddp.megatron_fsdp_cuda_graph_mode=True"]
+    if overlap and c.flag("ddp.fsdp_all_gather_in_start_param_sync", default=True):
+        missing.append("ddp.fsdp_all_gather_in_start_param_sync=False")
+    if missing:
+        return (f"full-iteration CUDA graph with Megatron-FSDP v1 needs {' and '.join(missing)} (what Megatron-LM "
+                "sets itself, training.py L2003-2012): start_param_sync() all-gathers in the optimizer step and the "
+                "captured forward waits on it (hang in param_gather_event.wait(), MLM PR #7282), and without the "
+                "graph-safe mode the optimizer drops the gradient references the graph writes on replay")
+    return None
+
+
+@rule("mfsdp_v2_graphs", "Bridge main 0.7.0 training/config.py L1187-1188 _validate_and_apply_megatron_fsdp_v2_configs "
+      "(Bridge PR #5395); not in Bridge 0.6.2", "Megatron-FSDP v2 (ddp.megatron_fsdp_version=2) runs no CUDA graphs",
+      needles=("MFSDP V2 does not support CUDA graphs.",))
+def _mfsdp_v2_graphs(c: Ctx) -> str | None:
+    if _mfsdp_v2(c) and (c.g.impl != "none" or c.flag("ddp.megatron_fsdp_cuda_graph_mode")):
+        return "MFSDP V2 does not support CUDA graphs."
+    return None
+
+
+@rule("mfsdp_v2_optimizer_graph", "Bridge main 0.7.0 training/config.py L1181-1182 (Bridge PR #5395); not in Bridge 0.6.2",
+      "Megatron-FSDP v2 runs no optimizer CUDA graph", needles=("MFSDP V2 does not support optimizer CUDA graphs.",))
+def _mfsdp_v2_optimizer(c: Ctx) -> str | None:
+    if _mfsdp_v2(c) and c.flag("optimizer.optimizer_cuda_graph"):
+        return "MFSDP V2 does not support optimizer CUDA graphs."
+    return None
+
+
+@rule("energon_packing_graphs", "Bridge main 0.7.0 training/config.py L1336-1339 ConfigContainer.validate (Bridge PR "
+      "#5285); not in Bridge 0.6.2", "Energon native sequence packing (dataset.packing_buffer_size) runs no CUDA graphs "
+      "(Bridge checks it for an EnergonDatasetConfig; the diffusion datamodules' key of that name are not checked)",
+      needles=("Energon native sequence packing does not support CUDA graphs.",))
+def _energon_packing(c: Ctx) -> str | None:
+    if c.older_than(c.bridge_version, (0, 7)) or c.get("dataset.packing_buffer_size") is None:
+        return None
+    if c.g.impl != "none" or str(c.get("model.vision_cuda_graph_impl", "none")) not in ("none", "None"):
+        return "Energon native sequence packing does not support CUDA graphs."
+    return None
+
+
+@rule("moe_grouped_tensor_needs_grouped_gemm", "MCore main 0.20.0 transformer_config.py L1413-1414 __post_init__ "
+      "(MLM PR #6000); not in Core 0.19.2", "model.moe_use_grouped_tensor needs model.moe_grouped_gemm (MCore default False)",
+      needles=("moe_use_grouped_tensor=True requires moe_grouped_gemm=True.",))
+def _grouped_tensor(c: Ctx) -> str | None:
+    if c.older_than(c.mcore_release, (0, 20)):
+        return None
+    # L1410-1411: use_transformer_engine_op_fuser sets moe_use_grouped_tensor only together with moe_grouped_gemm
+    if c.flag("model.moe_use_grouped_tensor") and not c.flag("model.moe_grouped_gemm"):
+        return "moe_use_grouped_tensor=True requires moe_grouped_gemm=True."
     return None
 
 

@@ -6,7 +6,7 @@ source; preflight has no predicate for them (yet). Texts from shared/docs/megatr
 
 from __future__ import annotations
 
-from graphsweep.constraints.model import CONFIG, LAUNCH, NEVER, Constraint
+from graphsweep.constraints.model import CAPTURE, CONFIG, LAUNCH, NEVER, Constraint
 
 
 def _c(id: str, needle: str, source: str, summary: str, at: str = CONFIG) -> Constraint:
@@ -69,4 +69,10 @@ RUNTIME_ONLY: tuple[Constraint, ...] = (
        "MCore cuda_graphs.py CudaGraphManager.__init__ L1822-1828", "the local graph manager needs the local impl"),
     _c("rng_tracker_not_graph_safe", "RNG tracker does not support cudagraphs!",
        "MCore cuda_graphs.py CudaGraphManager.__init__ L1822-1826 (local impl)", "the RNG tracker must be graph-safe"),
+    # MCore main (0.20.0, MLM PR #6643) transformer/cuda_graphs.py _get_cuda_graph_stream L146, when the local runners'
+    # stream pool is built (absent in core_r0.19.0). PyTorch's bounded stream pool handed out one stream twice;
+    # nothing in a config predicts it (the CUDA_DEVICE_MAX_CONNECTIONS warning L138-141 printed first is advice only)
+    _c("cuda_graph_stream_aliasing", "CUDA graph stream pool contains aliased streams",
+       "MCore main 0.20.0 transformer/cuda_graphs.py L146 (MLM PR #6643)",
+       "the local graph runners need distinct CUDA streams", CAPTURE),
 )

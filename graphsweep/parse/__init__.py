@@ -2,6 +2,7 @@
 
     scan        one file, line by line (the log grammar is graphsweep/logformat.py)
     signatures  the texts that prove an outcome (Megatron's constraints among them, under their own ids)
+    crash       how a process that died says so (Bridge's failure line, fatal lines, torchrun, signals)
     records     Evidence, Hit, RunSummary
     window      the steady window of one run
     classify    evidence -> outcome, in a fixed order

@@ -19,6 +19,8 @@ Classification order (reference §6.3, extended; the first rule that matches dec
     6   §3.2-3.4 assertion texts, graph-config KeyError       blocked     blocked_config
     7   environment: no attention backend, TE missing         blocked     env_blocked
     8   known API/version breakage (§6.1)                     blocked     api_mismatch
+    8b  graph arm past its capture iteration (warmup + 1)     invalid     no_capture, whatever it printed
+        without any capture line (start or done)                          after (crash, walltime, teardown)
     9   CUDA OOM (allocator, raw, cuBLAS, NCCL calloc)        oom         oom (+ phase, requested size)
     10  capture errors (§5.8, §3.4 replay checks)             blocked     blocked_capture
     11  illegal memory access                                 crashed     illegal_memory_access
@@ -29,13 +31,18 @@ Classification order (reference §6.3, extended; the first rule that matches dec
                                                                           steady window was complete)
     16  NaN/Inf: `found NaN in`, `grad norm: nan`, lm loss    crashed     nan
         key missing, `Unexpected result nan`
-    17  Python exception / non-zero exit without a signature  crashed     python_error | exit_<code>
+    17  a death without a signature (graphsweep/parse/crash.py): crashed    python_error | fatal_error |
+        Bridge `Pretrain failed ...`, the first exception                 signal:<SIG> | exit_<code>;
+        after the last iteration, `Fatal Python error`, torchrun          cancelled when only the launcher
+        `failed (exitcode: N)` / `Signal N (SIG..)`, non-zero exit        was told to stop (SIGTERM/SIGINT)
     18  end marker or exit 0 with iterations                  completed   (graph arm without capture +
                                                               / invalid    replay evidence: invalid)
     19  nothing conclusive (no end, no error, no run.json)    unparseable truncated / incomplete log
 
-A signature found only after the end-of-training marker of a run that exited 0 is teardown noise
-(e.g. c10d `Connection reset by peer` as ranks exit) and does not change `completed`.
+A failure after the end-of-training marker is the run's failure at phase `teardown` (the walltime, an exception,
+a fatal line, torchrun's exit report, a signal), and its steady window stays usable when complete: a teardown hang
+is not a slowdown. Only when run.json says exit 0 / COMPLETED, or without run.json when no process said it died,
+is a signature after the marker teardown noise (e.g. c10d `Connection reset by peer` as ranks exit).
 Transient signatures (§6.2) earn one retry (the submitter asks `find_transient`); when the retry
 fails the same way the run is `crashed` with both attempts' evidence in the reason.
 """
@@ -47,12 +54,14 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from graphsweep.parse import crash
+from graphsweep.parse.memory import steady_figures
 from graphsweep.parse.records import Evidence, Hit, Mark, RunSummary
 from graphsweep.parse.signatures import INFRA_STATES, TIME_LIMIT, Signature, transient_of
 from graphsweep.parse.window import steady_window
 from graphsweep.vocab import (
     BLOCKED, CANCELLED, CAPTURE, COMPLETED, CRASHED, EAGER, GRAPH, INFRA_OUTCOMES, INVALID, LOST, OOM, SETUP, STEADY,
-    TIMEOUT, UNPARSEABLE, WARMUP,
+    TEARDOWN, TIMEOUT, UNPARSEABLE, WARMUP,
 )  # fmt: skip
 
 
@@ -84,7 +93,9 @@ def _set_sig(s: RunSummary, h: Hit | Mark, sig: Signature | None = None) -> None
 def phase_of(h: Hit, arm: str, warmup: int | None, ev: Evidence) -> tuple[str, int | None]:
     """(phase, failing iteration) of a failure line. The iteration line `i/N` is printed after
     iteration i finished, so the failing one is the last printed + 1; capture is iteration
-    warmup+1 (ref §3.1, §3.6), or the capture markers say so."""
+    warmup+1 (ref §3.1, §3.6), or the capture markers say so. After the end-of-training marker: teardown."""
+    if h.after_end:
+        return TEARDOWN, None
     before = h.iteration_before
     if before is None and not h.training_started:
         if ev.iterations:  # e.g. a rank-0 stderr file next to the last rank's stdout: use the run's progress
@@ -128,9 +139,11 @@ def _window(s: RunSummary, ev: Evidence, arm: str, warmup: int | None, min_stead
     s.seed = ev.seed
     if ev.elapsed_decimals is not None:  # the judge's resolution floor: a median is known only to +-step/2
         s.elapsed_resolution_ms = 10.0 ** -ev.elapsed_decimals
-    # memory: peak after capture (graph) or whole run (eager); before capture = iterations <= warmup
+    # memory. mem-max-* are running peaks since process start unless the training process reset them (the
+    # PEAKS_RESET marker), so peak_mem_gb holds pre-capture peaks too; the steady_* figures see the graph's cost
     cap = warmup + 1 if warmup is not None else ev.capture_iteration
     s.capture_iteration = cap if arm == GRAPH else None
+    steady_figures(s, ev)
     mx = {i: v[1] for i, v in ev.memory.items() if v[1] == v[1]}
     if mx:
         before = [v for i, v in mx.items() if cap is not None and i < cap]
@@ -144,6 +157,7 @@ def _window(s: RunSummary, ev: Evidence, arm: str, warmup: int | None, min_stead
         else:
             s.peak_mem_gb = max(mx.values())
     s.capture_s = ev.capture_s
+    s.capture_iteration_excess_s = ev.capture_iteration_excess_s
     s.graphable_layers = ev.graphable_layers
     s.capture_seen = ev.capture_marker is not None
     if ev.replays is not None or ev.replay_iteration is not None:  # builtin workload says it explicitly
@@ -156,11 +170,38 @@ def _window(s: RunSummary, ev: Evidence, arm: str, warmup: int | None, min_stead
 def _pick(hits: Sequence[Hit], ranks: Iterable[int]) -> Hit | None:
     rs = set(ranks)
     cand = [h for h in hits if h.sig.rank in rs]
-    # a cause before a symptom within a rank; stable: first in file order otherwise
-    return min(cand, key=lambda h: (h.sig.rank, h.sig.symptom)) if cand else None
+    # a cause before a symptom within a rank, and a text proven by its traceback frame (a constraint's cause)
+    # before the same text without one; stable: first in file order otherwise
+    return min(cand, key=lambda h: (h.sig.rank, h.sig.symptom, h.sig.frame is None)) if cand else None
+
+
+_NO_CAPTURE = ("graph arm {what} without any CUDA-graph capture line (TE `Time spent in CUDA Graphs capture`, "
+               "full-iteration `CUDA graph capture done for training!!!`, optimizer `Optimizer CUDA graph capture "
+               "done!!!`, local `> built N cuda graph(s)`): not a graph measurement")
+
+
+def _after_end(ev: Evidence, m: Hit | Mark | None) -> bool:
+    """The line came after the end-of-training marker of its file."""
+    if isinstance(m, Hit):
+        return m.after_end
+    end = ev.end_marker
+    return m is not None and end is not None and m.file == end.file and m.line > end.line
 
 
 def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | None, min_steady: int,
+             previous: list[dict] | None = None) -> RunSummary:
+    """Apply the order in the module docstring, then the teardown rule: a failure after the end-of-training marker
+    is the run's failure at teardown, but the steady window it measured before stays usable when complete."""
+    s = _classify(ev, arm=arm, warmup=warmup, run_info=run_info, min_steady=min_steady, previous=previous)
+    if s.phase == TEARDOWN and s.outcome not in (COMPLETED, INVALID, UNPARSEABLE, *INFRA_OUTCOMES):
+        s.failed_iteration = None
+        s.measurement_usable = s.steady_n >= min_steady and (arm != GRAPH or (s.capture_seen and s.replay_seen))
+        s.reason += (" [after the end-of-training marker: a teardown failure, not a slowdown; the steady window "
+                     + ("measured before it stays usable]" if s.measurement_usable else "is incomplete]"))
+    return s
+
+
+def _classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | None, min_steady: int,
              previous: list[dict] | None = None) -> RunSummary:
     """Apply the order in the module docstring. `previous`: earlier attempts with their evidence."""
     info = dict(run_info or {})
@@ -177,10 +218,16 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
     if ev.iter_lines_unparsed:
         s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (truncated or glued)")
     _window(s, ev, arm, warmup, min_steady)
-    exited_ok = s.exit_code in (0, None) and state in (None, "COMPLETED")
+    d = ev.death
+    # without run.json, a process that said it died after the end marker (an exception, a fatal line, the launcher's
+    # exit report, a signal) did not exit cleanly; run.json's exit 0 / COMPLETED is believed
+    died_after_end = any(_after_end(ev, m) for m in (d.cause, d.fatal, d.launcher, d.signal))
+    exited_ok = s.exit_code in (0, None) and state in (None, "COMPLETED") and not (
+        s.exit_code is None and state is None and died_after_end)
     ended = ev.end_marker is not None or ev.end_data is not None
-    hits = [h for h in ev.hits if not (h.after_end and exited_ok)]  # teardown noise after a clean end
-    noise = [h for h in ev.hits if h.after_end and exited_ok]
+    # teardown noise after a clean end (never the walltime: the job did not end by itself)
+    noise = [h for h in ev.hits if h.after_end and exited_ok and h.sig.id != TIME_LIMIT]
+    hits = [h for h in ev.hits if h not in noise]
     if noise:
         s.notes.append(f"ignored after the end of training: {noise[0].sig.id} at {_where(noise[0])}")
 
@@ -228,6 +275,18 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
                 "env_blocked": "environment cannot run it", "api_mismatch": "known API/version breakage"}
         return fail(BLOCKED, h.sig.error_class, h, f"{what.get(h.sig.error_class, BLOCKED)}: "
                     f"{_after(h.text, h.sig.needle.decode())} ({h.sig.source})")
+    # a graph arm that ran past its capture iteration without any capture line is no graph measurement, whatever
+    # else it printed (a crash, a walltime, an error at teardown); one that completed is rule 18's
+    cap = warmup + 1 if warmup is not None else None
+    if arm == GRAPH and cap is not None and not ev.capture_started and s.last_iteration is not None \
+            and s.last_iteration > cap and not (ended and not hits and exited_ok):
+        other = _pick(hits, range(9, 17))
+        fail(INVALID, "no_capture", ev.no_graphable, _NO_CAPTURE.format(
+            what=f"ran past its capture iteration {cap} (to iteration {s.last_iteration})"), phase=False)
+        if ev.no_graphable is not None:
+            s.reason = f"graph arm ran past its capture iteration but captured nothing: {ev.no_graphable.text.strip()}"
+        s.reason += f"; it then printed {other.sig.id} at {_where(other)}" if other else ""
+        return s
     # 9 CUDA OOM
     h = _pick(hits, (9,))
     if h is not None:
@@ -243,7 +302,8 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
         fail(BLOCKED, "blocked_capture", h, "")
         s.reason = f"CUDA graph capture failed at {s.phase}" + \
             (f" (iteration {s.failed_iteration})" if s.failed_iteration else "") + \
-            f": {_after(h.text, h.sig.needle.decode())} ({h.sig.source})"
+            f": {_after(h.text, h.sig.needle.decode())}" + \
+            (f", raised in {h.frame}" if h.frame else "") + f" ({h.sig.source})"  # the call that did it
         return s
     # 11-14 crashes
     h = _pick(hits, (11, 12, 13, 14))
@@ -266,10 +326,11 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
         if s.measurement_usable:
             s.reason = (f"walltime hit after the measurement window ({s.steady_n} steady iterations "
                         f"{s.steady_first}-{s.steady_last}): steady statistics are usable")
-            if done:
-                s.reason += "; the run hung after its last iteration (known end-of-run hang with full-iteration " \
-                            "graphs, MLM #2130 / Bridge #1185)"
-            s.phase = STEADY
+            if done or ev.end_marker is not None:
+                s.reason += "; the run hung after its last iteration (known end-of-run hangs: destroy_process_group " \
+                            "at teardown, Bridge #3595 / PR #3459; a final evaluation re-capturing full-iteration " \
+                            "graphs, Bridge PR #5291; MLM #2130 / Bridge #1185)"
+            s.phase = TEARDOWN if done or ev.end_marker is not None else STEADY
         else:
             s.reason = (f"walltime hit before the measurement window was complete ({s.steady_n} steady iterations, "
                         f"{min_steady} needed; last iteration {s.last_iteration}): retried with more time")
@@ -299,25 +360,29 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
         _retry_note(s)
         return s
     # 17 failure without a known signature
-    failed = (s.exit_code not in (0, None)) or state == "FAILED" or (not ended and ev.last_exception is not None) \
-        or ev.straggler is not None or ev.sigterm is not None or (not ended and ev.srun_exit is not None)
+    # (a process that said it died is never completed nor unparseable: graphsweep/parse/crash.py)
+    failed = (s.exit_code not in (0, None)) or state == "FAILED" or (not ended and (
+        ev.last_exception is not None or d.died() or ev.srun_exit is not None)) or (ended and not exited_ok) \
+        or ev.straggler is not None or ev.sigterm is not None or d.launcher_signal is not None
     if failed:
         if ev.sigterm and state is None and s.exit_code in (None, 143, -15):
             return fail(CANCELLED, None, ev.sigterm, "received SIGTERM (cancelled or preempted): retried")
-        mark = ev.straggler or ev.last_exception or ev.srun_exit or ev.last_line
-        cls = "straggler_exit" if ev.straggler else "python_error" if ev.last_exception else \
-            (f"exit_{s.exit_code}" if s.exit_code not in (None, 0) else "unknown")
+        if d.launcher_signal and state is None and not crash.real_death(d):
+            return fail(CANCELLED, None, d.launcher_signal, f"the launcher received {d.launcher_signal_name} "
+                        "(scancel, preemption or Ctrl-C) and shut its workers down: retried")
+        mark, cls = crash.culprit(ev)
+        code = d.launcher_exit if d.launcher_exit and d.launcher_exit > 0 else s.exit_code
+        cls = cls or (f"exit_{code}" if code not in (None, 0) else "unknown")
         fail(CRASHED, cls, mark, "")
         if ev.iterations:
             s.failed_iteration = ev.iterations[-1] + 1
-        s.phase = SETUP if not ev.iterations and not ev.training_started else _phase_from_iteration(
-            s.failed_iteration or 1, arm, warmup, ev)
+        s.phase = TEARDOWN if _after_end(ev, mark) or (ended and not d.died()) else \
+            SETUP if not ev.iterations and not ev.training_started else \
+            _phase_from_iteration(s.failed_iteration or 1, arm, warmup, ev)
+        s.failed_iteration = None if s.phase == TEARDOWN else s.failed_iteration
         s.reason = f"crashed at {s.phase}" + (f" (iteration {s.failed_iteration})" if s.failed_iteration else "") + \
             (f", exit code {s.exit_code}" if s.exit_code not in (None, 0) else "") + \
-            (f": {mark.text.strip()[:200]}" if mark else ": no error line")
-        if ended:
-            s.reason += " (after the end-of-training marker: the steady window itself is complete)"
-            s.measurement_usable = s.steady_n >= min_steady
+            crash.signal_note(d, s.exit_code) + (f": {mark.text.strip()[:200]}" if mark else ": no error line")
         return s
     # 18 completed / invalid
     if ended or ((s.exit_code == 0 or state == "COMPLETED") and ev.iterations):
@@ -335,9 +400,7 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
                 _set_sig(s, ev.no_graphable)
                 s.reason = f"graph arm completed but captured nothing: {ev.no_graphable.text.strip()}"
             elif not s.capture_seen:
-                s.reason = "graph arm completed without any CUDA-graph capture line (TE `Time spent in CUDA Graphs " \
-                           "capture`, full-iteration `CUDA graph capture done for training!!!`, local `> built N " \
-                           "cuda graph(s)`): not a graph measurement"
+                s.reason = _NO_CAPTURE.format(what="ran to its end")
             else:
                 s.reason = f"graph arm captured (iteration {ev.capture_iteration}) but no iteration ran after the " \
                            "capture: no evidence of replay"

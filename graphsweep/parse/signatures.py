@@ -90,6 +90,10 @@ RUNTIME: tuple[Signature, ...] = (
          "Bridge #4844 (full-iteration graphs, nightly MXFP8)", requires="TypeError"),
     _sig(8, "none_copy", "'NoneType' object has no attribute 'copy_'", B, "api_mismatch",
          "MLM PR #6958 (full-iteration input slot None at capture, clone_tensors_in_struct)"),
+    # MCore <= 0.18 local graph runner + FP8 on TE 2.15.0 (TE dropped the setter; MCore 0.19.2 cuda_graphs.py
+    # L150-162 checks hasattr first, TE 2.20.2 quantization.py L423 has it again)
+    _sig(8, "fp8_skip_update_setter", "has no attribute 'set_skip_fp8_weight_update_tensor'", B, "api_mismatch",
+         "MLM #4707, PR #4874; TE PR #3015"),
     # 9 CUDA OOM (ref §5.8); the allocator line carries "Tried to allocate <size>"
     _sig(9, "cuda_oom", "CUDA out of memory", O, OOM_CLASS, "PyTorch caching allocator OutOfMemoryError (ref §5.8)"),
     _sig(9, "cuda_oom_raw", "CUDA error: out of memory", O, OOM_CLASS, "raw CUDA OOM outside the allocator (ref §5.8)"),
@@ -114,6 +118,14 @@ RUNTIME: tuple[Signature, ...] = (
          "MCore cuda_graphs.py L1896"),
     _sig(10, "capture_twice", "CUDA Graph capture has already been finished.", B, "blocked_capture",
          "MCore TECudaGraphHelper._start_capturing"),
+    # torch 2.11 aten/src/ATen/native/cuda/Copy.cu (libtorch_cuda.so): a pageable host tensor copied inside a capture
+    # (router z-loss with the moe_router scope before MLM PR #5401)
+    _sig(10, "capture_pageable_copy", "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the "
+         "CPU tensor is pinned.", B, "blocked_capture", "torch 2.11 ATen native/cuda/Copy.cu; MLM PR #5401"),
+    # the caching allocator after a failed capture (torch 2.11 c10/cuda/CUDACachingAllocator.cpp:3662, the text in
+    # libc10_cuda.so): a consequence, the cause is the capture error printed before it when there is one (TGI #3175)
+    _sig(10, "captures_underway", "captures_underway.empty() INTERNAL ASSERT FAILED", B, "blocked_capture",
+         "torch 2.11 c10/cuda/CUDACachingAllocator.cpp L3662; TGI #3175", symptom=True),
     # 11 illegal memory access (ref §5.8, MLM #5474: expandable_segments without NCCL_GRAPH_REGISTER=0)
     _sig(11, "illegal_memory_access", "illegal memory access", C, "illegal_memory_access",
          "CUDA / NCCL WARN Cuda failure (ref §5.8, §6.2)", transient=True),
@@ -188,6 +200,8 @@ ERROR_ANCHORS: tuple[bytes, ...] = (
     b"Connection reset", b"CUDA_LAUNCH_BLOCKING", b"DUE TO", b"CANCELLED", b"Unpack failed", b"Available backends",
     b"offload", b"recompute", b"Watchdog", b"ECC", b"launch failure", b"huggingface", b"out of memory", b"CUBLAS",
     b"calloc", b"Call to CUDA", b"[graphsweep]", b"Traceback", b"StopIteration", b"xiting program", b"Pretrain failed",
+    # a death without an exception (graphsweep/parse/crash.py; logformat FATAL, LAUNCHER_SIGNAL)
+    b"terminate called", b"death signal", b"got signal",
 )
 TRANSIENT_NEEDLES: tuple[str, ...] = tuple(s.needle.decode() for s in SIGNATURES if s.transient)
 
