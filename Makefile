@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 sweep: install
-	$(VENV)/bin/snakemake --cores $(CORES)
+	$(VENV)/bin/snakemake --cores $(CORES) --quiet rules
 
 system:
 	bash .ci/install-system.sh
@@ -32,8 +32,12 @@ test: install slurm
 megatron-venv:
 	bash tools/megatron-venv.sh $${MEGATRON_VENV_DIR:-$$HOME/mbvenv}
 
+# snakefmt-clean; snakemake --lint reports only the declined conda/container lint (README)
 lint: install
-	$(VENV)/bin/snakemake --lint
+	$(VENV)/bin/snakefmt --check Snakefile rules/
+	-$(VENV)/bin/snakemake --lint
 
+# Everything of the default sweep but its archives (results/default/archive/*.tar.gz: graphsweep never deletes one)
 clean-results:
-	rm -rf results/default .snakemake
+	if [ -d results/default ]; then find results/default -mindepth 1 -maxdepth 1 ! -name archive -exec rm -rf {} +; fi
+	rm -rf .snakemake

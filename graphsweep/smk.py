@@ -19,3 +19,22 @@ def logging_to(path: str | Path) -> Iterator[None]:
             yield
         finally:
             sys.stdout, sys.stderr = old_out, old_err
+
+
+def config_problem(error: BaseException) -> str:
+    """One line for Snakemake's config-validation error (a WorkflowError around jsonschema's ValidationError)."""
+    # Snakemake raises it inside `except ValidationError`: the schema's error is the context
+    candidates = (*getattr(error, "args", ()), error.__cause__, error.__context__, error)
+    inner = next((a for a in candidates if hasattr(a, "validator") and hasattr(a, "absolute_path")), None)
+    if inner is None:
+        return " ".join(str(error).split())
+    key = ".".join(str(p) for p in inner.absolute_path) or "(top level)"
+    if inner.validator == "enum":
+        allowed = ", ".join(dict.fromkeys(str(v) for v in inner.validator_value))
+        return f"key '{key}' = {inner.instance!r}: must be one of {allowed}"
+    if inner.validator == "additionalProperties":
+        allowed = ", ".join(sorted(inner.schema.get("properties", {})))
+        unknown = sorted(set(inner.instance) - set(inner.schema.get("properties", {})))
+        where = f"'{key}.{unknown[0]}'" if inner.absolute_path else f"'{unknown[0]}'" if unknown else f"'{key}'"
+        return f"unknown key {where}; the settings here are {allowed}"
+    return f"key '{key}' = {inner.instance!r}: {' '.join(inner.message.split())}"

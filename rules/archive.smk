@@ -10,10 +10,10 @@ rule archive:
         get_summaries,
     log:
         str(PATHS.rule_log("archive")),  # never archived itself (graphsweep/store/archive.py SKIP_FILES)
+    localrule: True
     params:
-        sweep_dir=str(PATHS.root),
+        sweep_dir=get_sweep_dir,
         spec=config["spec"],
         logs=config["archive_logs"],
-    localrule: True
     script:
         "../scripts/archive.py"

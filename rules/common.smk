@@ -3,17 +3,25 @@
 import re
 import sys
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
 from graphsweep.plan.planner import plan_sweep, submitted, write_plan
 from graphsweep.plan.repeats import RepeatsError, apply_extra
+from graphsweep.run.controller import end_of_sweep, hold, holder, how_to_resume, release
 from graphsweep.run.ingest import IngestError, match_files
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.smk import logging_to
+from graphsweep.smk import config_problem, logging_to
 from graphsweep.vocab import SpecError, SweepPaths
 
-
-validate(config, "../configs/schema/config.schema.yaml")
+try:
+    validate(config, "../configs/schema/config.schema.yaml")
+except WorkflowError as error:
+    # a mistyped --config (archive_logs=maybe, cluster=slrum, specs=...): one line, not the schema dump
+    sys.exit(
+        f"graphsweep: invalid workflow setting (configs/config.yaml or --config): {config_problem(error)}"
+    )
 
 try:
     # a broken spec stops the workflow before anything is planned or submitted
@@ -45,10 +53,21 @@ def is_ingest():
 
 
 def get_final_outputs():
-    tables = [PATHS.plan, PATHS.runs, PATHS.iterations, PATHS.comparison, PATHS.report_md, PATHS.report_html]
+    tables = [
+        PATHS.plan,
+        PATHS.runs,
+        PATHS.iterations,
+        PATHS.comparison,
+        PATHS.report_md,
+        PATHS.report_html,
+    ]
     # Every run's own files are targets too: Snakemake does not remake a deleted intermediate whose consumers are up
     # to date, so without them deleting results/{sweep}/runs/{run_id}/ would never rerun that run.
-    per_run = [path for run_id in SUBMITTED for path in (PATHS.run_json(run_id), PATHS.run_summary(run_id))]
+    per_run = [
+        path
+        for run_id in SUBMITTED
+        for path in (PATHS.run_json(run_id), PATHS.run_summary(run_id))
+    ]
     return [str(p) for p in tables + per_run]
 
 
@@ -56,7 +75,9 @@ def get_planned(wildcards):
     try:
         return PLANNED[wildcards.run_id]
     except KeyError:
-        raise ValueError(f"run '{wildcards.run_id}' is not part of sweep '{SWEEP}' ({config['spec']})") from None
+        raise ValueError(
+            f"run '{wildcards.run_id}' is not part of sweep '{SWEEP}' ({config['spec']})"
+        ) from None
 
 
 def get_run_config(wildcards):
@@ -70,6 +91,11 @@ def get_summaries(wildcards):
 
 def get_run_dirs(wildcards):
     return [str(PATHS.run_dir(run_id)) for run_id in SUBMITTED]
+
+
+def get_sweep_dir(wildcards):
+    """The sweep's results folder (archive packs all of it; the controller's filesystem, the rule is local)."""
+    return str(PATHS.root)
 
 
 def get_jobs_dir(wildcards):
@@ -94,7 +120,60 @@ def get_extra_repeats_file(wildcards):
     return [str(PATHS.extra_repeats)] if PATHS.extra_repeats.exists() else []
 
 
+def check_this_controller():
+    """The controller's own checks before anything runs (not repeated in a `run:` job's subprocess)."""
+    blocker = next((p for p in [PATHS.root, *PATHS.root.parents] if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        sys.exit(
+            f"graphsweep: invalid workflow setting: results '{RESULTS}': {blocker} is a file, so "
+            f"{PATHS.root} cannot be made (give a folder: --config results=DIR)"
+        )
+    try:
+        # results/{sweep} of another spec that happens to have this sweep name is never taken over (plan/owner.py)
+        check_owner(PATHS, SPEC)
+    except SweepOwnedError as error:
+        sys.exit(f"graphsweep: {error}")
+    if other_controller := holder(PATHS):
+        # another live snakemake runs this sweep: one line, not Snakemake's IncompleteFilesException and its
+        # --rerun-incomplete advice (graphsweep/run/controller.py)
+        sys.exit(f"graphsweep: {other_controller}")
+
+
+def start_sweep():
+    """onstart: this spec owns results/{sweep} and this controller holds the sweep until it stops."""
+    claim(PATHS, SPEC)
+    hold(PATHS)
+
+
+def finish_sweep():
+    """onsuccess: the verdict counts and the path of report.html, as the last lines of the run."""
+    release(PATHS)
+    print(end_of_sweep(PATHS), file=sys.stderr, flush=True)
+
+
+def stop_sweep():
+    """onerror (a failed job, or Ctrl-C): the exact command that carries on."""
+    release(PATHS)
+    print(how_to_resume(PATHS), file=sys.stderr, flush=True)
+
+
 def write_plan_of_this_invocation(out, log):
     """The plan rule: this invocation's one plan (PLAN above), into plan.parquet."""
     with logging_to(log):
         write_plan(SPEC, PLAN, out)
+
+
+if workflow.is_main_process:
+    check_this_controller()
+
+
+onstart:
+    start_sweep()
+
+
+onsuccess:
+    finish_sweep()
+
+
+onerror:
+    stop_sweep()

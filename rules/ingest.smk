@@ -17,8 +17,8 @@ if is_ingest():
             log=str(PATTERN.run_log("{run_id}")),
         log:
             str(PATTERN.rule_log("ingest", "{run_id}")),
+        localrule: True
         params:
             facts=INGEST.facts_of,
-        localrule: True
         script:
             "../scripts/ingest_run.py"

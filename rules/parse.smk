@@ -22,8 +22,8 @@ rule aggregate:
         iterations=str(PATTERN.iterations),
     log:
         str(PATTERN.rule_log("aggregate")),
+    localrule: True
     params:
         run_dirs=get_run_dirs,
-    localrule: True
     script:
         "../scripts/aggregate.py"

@@ -16,8 +16,8 @@ rule configure_run:
         str(PATTERN.run_config("{run_id}")),
     log:
         str(PATTERN.rule_log("configure", "{run_id}")),
+    localrule: True
     params:
         config=get_run_config,
-    localrule: True
     script:
         "../scripts/configure_run.py"

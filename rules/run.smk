@@ -9,12 +9,12 @@ if not is_ingest():
             log=str(PATTERN.run_log("{run_id}")),
         log:
             str(PATTERN.rule_log("run", "{run_id}")),
-        params:
-            jobs_dir=get_jobs_dir,
+        localrule: True
         resources:
             attempt=get_attempt,
             timeout_min=get_timeout_min,
             gpus=get_run_gpus,  # `--resources gpus=N` keeps runs from sharing a GPU on the local executor
-        localrule: True
+        params:
+            jobs_dir=get_jobs_dir,
         script:
             "../scripts/run.py"

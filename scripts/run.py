@@ -11,17 +11,21 @@ def say(message):
     print(f"[graphsweep] {message}", file=sys.__stderr__, flush=True)
 
 
-with logging_to(snakemake.log[0]):
-    execute_run(
-        config_path=Path(snakemake.input[0]),
-        run_json=Path(snakemake.output.run),
-        log_path=Path(snakemake.output.log),
-        jobs_dir=Path(snakemake.params.jobs_dir),
-        attempt=int(snakemake.resources.attempt),
-        timeout_min=int(snakemake.resources.timeout_min),
-        # Operational settings come from the config (the Slurm profile), not params: changing a partition
-        # must not re-queue finished runs.
-        cluster=snakemake.config.get("cluster"),
-        slurm=snakemake.config.get("slurm"),
-        say=say,
-    )
+try:
+    with logging_to(snakemake.log[0]):
+        execute_run(
+            config_path=Path(snakemake.input[0]),
+            run_json=Path(snakemake.output.run),
+            log_path=Path(snakemake.output.log),
+            jobs_dir=Path(snakemake.params.jobs_dir),
+            attempt=int(snakemake.resources.attempt),
+            timeout_min=int(snakemake.resources.timeout_min),
+            # Operational settings come from the config (the Slurm profile), not params: changing a partition
+            # must not re-queue finished runs.
+            cluster=snakemake.config.get("cluster"),
+            slurm=snakemake.config.get("slurm"),
+            say=say,
+        )
+except KeyboardInterrupt:
+    # Ctrl-C reaches every waiting run: no traceback each; the controller's last line says how to resume
+    sys.exit(130)

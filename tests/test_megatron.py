@@ -41,7 +41,7 @@ def golden_text(spec_path: Path) -> str:
 def test_there_are_three_example_sweeps_and_they_validate():
     names = {load_spec(p).name for p in EXAMPLES}
     assert names == {"megatron-llama3-8b-dense", "megatron-qwen3-30b-a3b-moe", "megatron-tiny-vanilla-gpt",
-                     "megatron-tiny-moe", "megatron-tiny-moe-paired"}
+                     "megatron-tiny-moe", "megatron-tiny-moe-paired", "megatron-tiny-2gpu"}
 
 
 @pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)
@@ -278,12 +278,45 @@ def test_entry_markers_need_evidence_of_a_graph():
     assert none.finish(6) == ["[graphsweep] no cuda graph detected after 6 iterations"]
 
 
+def test_entry_capture_iteration_excess_is_that_iteration_over_the_eager_median():
+    from graphsweep.entry.megatron_entry import ReplayTracker
+
+    # wall seconds of results/examples/megatron-tiny-vanilla-gpt attn+mlp r1's iterations 1-5 (elapsed ms / 1000)
+    walls, graphs = [1.2558, 0.0473, 0.0375, 1.5485, 0.0198], [0, 0, 0, 8, 8]
+    tr = ReplayTracker(warmup=3, graph_arm=True)
+    out = [line for i, (w, g) in enumerate(zip(walls, graphs), start=1) for line in tr.observe(i, g, w)]
+    # 1.5485 - median(0.0473, 0.0375): iteration 1's setup is not the base
+    assert out[:2] == ["[graphsweep] cuda graphs detected: 8 at iteration 4",
+                       "[graphsweep] capture iteration excess seconds: 1.506"]
+    # no eager iteration after the first to compare with (warmup 1): no figure rather than a wrong one
+    tr = ReplayTracker(warmup=1, graph_arm=True)
+    assert tr.observe(1, 0, 1.2) == [] and tr.observe(2, 8, 1.5) == ["[graphsweep] cuda graphs detected: 8 at iteration 2"]
+
+
 def test_entry_sets_avoid_record_streams_only_for_a_torch_that_needs_it():
     from graphsweep.entry.megatron_entry import needs_avoid_record_streams
 
     assert needs_avoid_record_streams("2.7.1+cu126") and needs_avoid_record_streams("2.5.1")
     assert not needs_avoid_record_streams("2.8.0") and not needs_avoid_record_streams("2.11.0+cu130")
     assert not needs_avoid_record_streams(None)
+
+
+def test_avoid_record_streams_reaches_only_an_old_torch_s_training_process():
+    from graphsweep.entry.megatron_entry import set_torch_env
+
+    # the controller never sets it: it cannot know the container's torch (2.11 warns it is deprecated)
+    for path in EXAMPLES:
+        for run in load_spec(path).runs():
+            assert "TORCH_NCCL_AVOID_RECORD_STREAMS" not in launch_plan(run).env
+    env: dict[str, str] = {}
+    set_torch_env(env, "2.7.1+cu126")
+    assert env == {"TORCH_NCCL_AVOID_RECORD_STREAMS": "1"}
+    env = {}
+    set_torch_env(env, "2.11.0+cu130")  # the H200's torch, which warned
+    assert env == {}
+    env = {"TORCH_NCCL_AVOID_RECORD_STREAMS": "0"}  # the user's workload.env wins
+    set_torch_env(env, "2.5.1")
+    assert env == {"TORCH_NCCL_AVOID_RECORD_STREAMS": "0"}
 
 
 LIVE_CALLBACK = r'''

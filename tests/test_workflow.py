@@ -42,8 +42,8 @@ def test_comparison_has_one_row_per_cell_with_the_promised_columns(default_sweep
     comparison = pd.read_parquet(workdir / "results/default/comparison.parquet")
     assert sorted(comparison.cell_id) == sorted(c.cell_id for c in spec.cells())
     for column in ["sweep", "cell_id", "variant", "impl", "scope", "hidden", "micro_batch", "verdict", "reason",
-                   "eager_step_ms", "graph_step_ms", "speedup", "ci_low", "ci_high", "eager_peak_mem_gb",
-                   "graph_peak_mem_gb", "eager_run_id", "graph_run_id"]:  # fmt: skip
+                   "eager_step_ms", "graph_step_ms", "speedup", "ci_low", "ci_high", "eager_mem_gb",
+                   "graph_mem_gb", "eager_run_id", "graph_run_id"]:  # fmt: skip
         assert column in comparison.columns, column
 
 

@@ -57,6 +57,7 @@ def test_eager_cpu_run_speaks_the_bridge_log_format() -> None:
         assert THROUGHPUT.search(line)
         assert line.endswith("number of skipped iterations:   0 | number of nan iterations:   0 |")
     assert "memory (GB)" not in proc.stdout  # no CUDA, no memory line
+    assert "memory peaks reset" not in proc.stdout  # nor a reset of CUDA peaks
     assert "[graphsweep] cuda graph replays: 0" in lines
     assert re.fullmatch(r"\[after training is done\] datetime: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", lines[-1])
 
@@ -143,6 +144,10 @@ def test_graph_variant_on_cuda_captures_once_and_replays_after_warmup(
     assert "[graphsweep] cuda graph replay: iteration 3" in lines  # warmup 2, capture and first replay on 3
     assert "[graphsweep] cuda graph replays: 5" in lines
     assert len([line for line in lines if "memory (GB) | mem-allocated-gigabytes:" in line]) == 7
+    assert all("| mem-reserved-gigabytes: " in line for line in lines if "memory (GB)" in line)
+    # peaks reset once, after the capture iteration, right after its memory line: later mem-max-* are steady
+    reset = lines.index("[graphsweep] memory peaks reset after iteration 3")
+    assert "(after 3 iterations) memory (GB)" in lines[reset - 1]
     assert len(losses(proc.stdout)) == 7
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import math
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -21,13 +22,48 @@ def plain(value: Any) -> Text:
     return Text(str(value))
 
 
+def fail(command: str, message: str) -> int:
+    """A command-line input graphsweep cannot use: one plain line on stderr, exit status 2."""
+    print(f"graphsweep {command}: {' '.join(str(message).split())}", file=sys.stderr)
+    return 2
+
+
+def _blocking_file(path: Path) -> Path | None:
+    """The nearest existing ancestor of path when it is a file (then nothing below it can be made)."""
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def output_file_problem(path: str | Path) -> str | None:
+    """Why a file cannot be written at path (a folder is there, or a file stands where a folder must be)."""
+    p = Path(path)
+    if p.is_dir():
+        return f"output {p} is a folder; give a file name"
+    if blocker := _blocking_file(p):
+        return f"output {p}: {blocker} is a file, not a folder"
+    return None
+
+
+def output_dir_problem(path: str | Path) -> str | None:
+    """Why a folder cannot be made at path (a file is there, or above it)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        return f"output folder {p} is a file"
+    if blocker := _blocking_file(p):
+        return f"output folder {p}: {blocker} is a file, not a folder"
+    return None
+
+
 def console(stderr: bool = False) -> Console:
     """A rich console: the terminal's width on a terminal, PIPE_WIDTH when piped or captured.
 
     Rich falls back to 80 columns without a terminal and folds long cells, which splits
-    `…/invalid_full.log:40` across lines and breaks `grep` on the output.
+    `…/invalid_full.log:40` across lines and breaks `grep` on the output. The stderr console never wraps: an error
+    is one line, however long.
     """
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr, width=max(160, Console(stderr=stderr).width))
-    return Console(stderr=stderr, width=PIPE_WIDTH)
+        return Console(stderr=stderr, width=max(160, Console(stderr=stderr).width), soft_wrap=stderr)
+    return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=stderr)

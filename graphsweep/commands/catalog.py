@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from graphsweep.commands import fail, output_dir_problem
 from graphsweep.store import catalog
 
 NAME = "catalog"
@@ -17,4 +19,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.results and not args.archives:
+        return fail(NAME, "nothing to catalog: give --results ROOT (e.g. results) and/or --archives FILE...")
+    for root in args.results:
+        if not Path(root).is_dir():
+            return fail(NAME, f"--results {root}: " + ("not a folder" if Path(root).exists() else "no such folder"))
+    for archive in args.archives:
+        if not Path(archive).is_file():
+            return fail(NAME, f"--archives {archive}: " + ("not a file" if Path(archive).exists() else "no such file"))
+    if problem := output_dir_problem(args.out):
+        return fail(NAME, problem)
     return catalog.main([args.out, "--results", *args.results, "--archives", *args.archives])

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 from graphsweep.constraints import catalogue
+from graphsweep.constraints.graph import graph_field_problem
 from graphsweep.constraints.hydra import OverrideError, parse_override, split_env
 
 NAME = "check"
@@ -37,6 +39,23 @@ def _list_rules(as_json: bool) -> int:
     return 0
 
 
+def _gpus(flag: int | None, pair: object) -> int:
+    """The GPU count from --gpus or gpus=N: a whole number of at least 1."""
+    given, value = ("--gpus ", flag) if flag is not None else ("gpus=", pair)
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise OverrideError(f"{given}{value!r}: the GPU count must be a whole number of at least 1")
+    return value
+
+
+def _version(flag: str, value: str, what: str) -> None:
+    if value != "auto" and not re.fullmatch(r"\d+\.\d+[0-9A-Za-z.+-]*", value):
+        raise OverrideError(f"{flag} {value!r}: not {what}")
+    if value == "auto" and flag != "--mcore":
+        raise OverrideError(f"{flag} {value!r}: not {what}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.rules:
         return _list_rules(args.json)
@@ -48,14 +67,19 @@ def run(args: argparse.Namespace) -> int:
                 pairs.pop(key, None)
             else:
                 pairs[key] = value
+        for key in pairs:
+            if problem := graph_field_problem(key):
+                raise OverrideError(f"{key}: {problem}")
+        gpus = _gpus(args.gpus, pairs.pop("gpus", None))
+        _version("--mcore", args.mcore, "a Megatron Core version such as 0.18, 0.19 or 0.19.2, or auto")
+        if args.te_version is not None:
+            _version("--te-version", args.te_version, "a Transformer Engine version such as 2.20.2")
     except OverrideError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "violations": []}))
         else:
             print(f"graphsweep check: {exc}", file=sys.stderr)
         return 2
-    gpus = pairs.pop("gpus", None)
-    gpus = args.gpus if args.gpus is not None else int(gpus) if gpus is not None else 1  # type: ignore[arg-type]
     settings, env = split_env(pairs)
     violations = catalogue.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version)
     if args.json:

@@ -7,8 +7,10 @@ import json
 import sys
 
 from rich.table import Table
+from rich.text import Text
 
 from graphsweep.commands import console as _console
+from graphsweep.commands import plain
 from graphsweep.plan.planner import PlannedRun, dry_run_summary, plan_sweep
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import SpecError
@@ -47,14 +49,16 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"ok": True, "sweep": spec.name, **summary, "cells": len(spec.cells()), "violations": violations}))
         return 0
     console = _console()
-    console.print(
-        f"[bold]{spec.name}[/]: {len(spec.shapes())} shapes x {len(spec.variants)} variants = {len(spec.cells())} cells, "
+    console.print(Text.assemble(
+        (spec.name, "bold"),
+        f": {len(spec.shapes())} shapes x {len(spec.variants)} variants = {len(spec.cells())} cells, "
         f"{summary['runs']} runs ({summary['to_submit']} to submit, {summary['blocked']} blocked by preflight), "
-        f"about {summary['gpu_hours']} GPU-hours"
-    )
+        f"about {summary['gpu_hours']} GPU-hours",
+    ))  # fmt: skip
     if blocked:
         table = Table("cell", "rule", "message", title="Blocked by preflight (no job will be submitted)")
-        for p in blocked:
-            table.add_row(p.run.cell_id, ";".join(v.rule for v in p.violations), " | ".join(v.message for v in p.violations))
+        for p in blocked:  # cell ids and Megatron's messages are text, never markup
+            table.add_row(plain(p.run.cell_id), plain(";".join(v.rule for v in p.violations)),
+                          plain(" | ".join(v.message for v in p.violations)))
         console.print(table)
     return 0

@@ -10,10 +10,10 @@ import json
 import sys
 from pathlib import Path
 
-from rich.markup import escape as e
 from rich.table import Table
+from rich.text import Text
 
-from graphsweep.commands import console
+from graphsweep.commands import console, fail, output_file_problem, plain
 from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.vocab import BLOCKED, COMPLETED, CRASHED, EAGER, GRAPH, INVALID, OOM, TIMEOUT, UNPARSEABLE
@@ -40,12 +40,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object (the full summary)")
 
 
+def _run_info(path: Path) -> dict:
+    """run.json as a dict, or ValueError with one line saying why it cannot be read."""
+    try:
+        info = json.loads(path.read_bytes().decode("utf-8"))
+    except IsADirectoryError:
+        raise ValueError(f"--run-info {path}: a folder, not a run.json file") from None
+    except OSError as exc:
+        raise ValueError(f"--run-info {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--run-info {path}: not a text file (run.json is JSON)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--run-info {path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"--run-info {path}: a JSON {type(info).__name__}, not the object a run.json holds")
+    return info
+
+
 def run(args: argparse.Namespace) -> int:
     missing = [p for p in args.logs if not Path(p).exists()]
     if missing:
-        print(f"graphsweep parse: no such file: {', '.join(missing)}")
-        return 2
-    info = json.loads(args.run_info.read_text()) if args.run_info else None
+        return fail(NAME, f"no such file: {', '.join(missing)}")
+    folders = [p for p in args.logs if Path(p).is_dir()]
+    if folders:
+        return fail(NAME, f"{', '.join(folders)}: a folder; give the log files of one run")
+    if args.warmup is not None and args.warmup < 0:
+        return fail(NAME, f"--warmup {args.warmup}: cuda_graph_warmup_steps is 0 or more")
+    if args.min_steady < 1:
+        return fail(NAME, f"--min-steady {args.min_steady}: give at least 1 steady iteration")
+    if args.iterations and (problem := output_file_problem(args.iterations)):
+        return fail(NAME, f"--iterations: {problem}")
+    try:
+        info = _run_info(args.run_info) if args.run_info else None
+    except ValueError as exc:
+        return fail(NAME, str(exc))
     arm = args.arm
     if arm is None:  # guess from the log: a capture line means the graph arm
         probe = parse_run(args.logs, arm=EAGER, warmup=args.warmup, run_info=info, min_steady=args.min_steady)
@@ -54,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
                              min_steady=args.min_steady)
     s = parsed.summary
     if args.iterations:
-        parsed.iterations.to_parquet(args.iterations, index=False)
+        try:
+            parsed.iterations.to_parquet(args.iterations, index=False)
+        except OSError as exc:
+            return fail(NAME, f"--iterations {args.iterations}: cannot write it: {exc}")
     if args.json:
         print(json.dumps(summary_to_dict(s), default=str))
         return 0
@@ -108,5 +139,5 @@ def _table(s: RunSummary) -> None:
     t.add_column(style="bold")
     t.add_column(overflow="fold")
     for key, value in rows:
-        t.add_row(key, f"[{colour}]{e(value)}[/]" if key == "outcome" else e(value))
+        t.add_row(key, Text(value, style=colour) if key == "outcome" else plain(value))  # log text is never markup
     console().print(t)

@@ -6,13 +6,13 @@ import argparse
 import sys
 
 from rich.table import Table
-from rich.text import Text
 
 from graphsweep.commands import console as _console
-from graphsweep.commands import plain
+from graphsweep.commands import fail, output_file_problem, plain
+from graphsweep.plan.owner import SweepOwnedError, claim
 from graphsweep.plan.planner import dry_run_summary, plan_frame, plan_sweep, write_plan
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import GRAPH, PAIR, SpecError, SweepPaths
+from graphsweep.vocab import GRAPH, NO_GRAPH, PAIR, SpecError, SweepPaths
 
 NAME = "plan"
 HELP = "list every run of a sweep with its command, preflight verdict and GPU-hours (--dry-run writes nothing)"
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _pair_label(row) -> str:
     """A pair job runs both arms in one job (spec `pairing: true`, graphsweep/workloads/paired.py)."""
-    other = "eager (A/A)" if row.impl == "none" else f"graph {row.variant}"
+    other = "eager (A/A)" if row.impl == NO_GRAPH else f"graph {row.variant}"
     return f"pair: eager + {other}, ABBA"
 
 
@@ -37,6 +37,14 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
         return 2
+    out = args.out or str(SweepPaths("results", spec.name).plan)
+    if not args.dry_run and (problem := output_file_problem(out)):
+        return fail(NAME, f"--out: {problem}")
+    if not args.dry_run and not args.out:  # results/{sweep} is this spec's, never another's (plan/owner.py)
+        try:
+            claim(SweepPaths("results", spec.name), spec)
+        except SweepOwnedError as exc:
+            return fail(NAME, str(exc))
     planned = plan_sweep(spec)
     df = plan_frame(planned)
     table = Table("cell", "arm", "runs", "status", "GPU-h", "reason", title=plain(f"sweep {spec.name}"))
@@ -57,11 +65,12 @@ def run(args: argparse.Namespace) -> int:
         f"{s['runs']} {'pair jobs (each runs both arms, ABBA)' if spec.pairing else 'runs'}: {s['to_submit']} to submit, {s['blocked']} blocked by preflight (cost 0 GPU-s); "
         f"requested about {s['gpu_hours']} GPU-hours"
     )
-    if args.commands:  # exactly plan.parquet's `command`, the command the job runs (no markup, no highlighting)
+    if args.commands:
+        # exactly plan.parquet's `command`, byte for byte: plain print, so no markup, wrapping, tab expansion or
+        # control-code stripping of rich can change a character of what the job runs
         for r in df.itertuples():
-            console.print(Text.assemble((r.run_id, "dim"), ": ", r.command), soft_wrap=True, highlight=False)
+            print(f"{r.run_id}: {r.command}", flush=True)
     if not args.dry_run:
-        out = args.out or str(SweepPaths("results", spec.name).plan)
         write_plan(spec, planned, out)
         console.print(plain(f"wrote {out}"))
     return 0

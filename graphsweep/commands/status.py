@@ -19,9 +19,12 @@ import pandas as pd
 import yaml
 
 from rich.table import Table
+from rich.text import Text
 
 from graphsweep.commands import console as _console
+from graphsweep.commands import fail, plain
 from graphsweep.plan.planner import plan_frame, plan_sweep
+from graphsweep.run.controller import process_alive
 from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, latest_iteration, sacct
 from graphsweep.run.submit import read_failure
 from graphsweep.sweepspec.load import load_spec
@@ -56,8 +59,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _sweep_name(arg: str | None) -> tuple[str, Any]:
     """(sweep name, spec or None) from a name, a spec path, or configs/config.yaml."""
     if arg is None:
-        cfg = yaml.safe_load(Path("configs/config.yaml").read_text())
-        arg = cfg["spec"]
+        try:
+            arg = yaml.safe_load(Path("configs/config.yaml").read_text())["spec"]
+        except (OSError, yaml.YAMLError, TypeError, KeyError) as exc:
+            raise ValueError(f"configs/config.yaml names no spec ({type(exc).__name__}: {exc}); give a sweep "
+                             "name or a spec file") from None
     if arg.endswith((".yaml", ".yml")) and Path(arg).is_file():
         spec = load_spec(arg)
         return spec.name, spec
@@ -124,8 +130,18 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
         elif run_id in sides:
             side = sides[run_id]
             job_id = str(side["job_id"])
-            if side.get("cluster") != "slurm":
-                statuses.append(RunStatus(run_id, cell_id, arm_label, "running", f"{side.get('cluster')} job", job_id))
+            if side.get("cluster") != "slurm":  # a local job is a process: is it still there (not after a Ctrl-C)?
+                alive = process_alive(job_id, side.get("host"), side.get("pid_start"))
+                if alive is False:
+                    statuses.append(RunStatus(run_id, cell_id, arm_label, "failed",
+                                              f"{side.get('cluster')} job {job_id} is not running any more (its "
+                                              "controller was stopped); the next snakemake submits it again", job_id))
+                    continue
+                it = latest_iteration(side.get("log"))
+                detail = f"{side.get('cluster')} job" + (f", iteration {it[0]}/{it[1]}" if it else "")
+                if alive is None:
+                    detail += f" on {side.get('host')} (cannot check from here)"
+                statuses.append(RunStatus(run_id, cell_id, arm_label, "running", detail, job_id))
                 continue
             rec = records.get(job_id)
             state = rec.state if rec else ("unknown" if note else "not in sacct yet")
@@ -155,8 +171,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         name, spec = _sweep_name(args.sweep)
     except Exception as exc:  # noqa: BLE001 - a bad spec is a user error: say it
-        print(f"graphsweep status: cannot read the sweep: {exc}", file=sys.stderr)
-        return 2
+        return fail(NAME, f"cannot read the sweep: {exc}")
     paths = SweepPaths(args.results, name)
     out = paths.root
     if spec is None and not out.exists():
@@ -169,13 +184,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     statuses.sort(key=lambda s: (ORDER.index(s.state), s.cell_id, s.run_id))
     styles = {"running": "cyan", "queued": "blue", "failed": "red", "planned": "dim", "done": "green", BLOCKED: "yellow"}
-    table = Table("state", "cell", "arm", "run", "job", "detail", title=f"sweep {name} ({out})")
-    for s in statuses:
-        table.add_row(f"[{styles[s.state]}]{s.state}[/]", s.cell_id, s.arm, s.run_id, s.job_id, s.detail)
+    table = Table("state", "cell", "arm", "run", "job", "detail", title=plain(f"sweep {name} ({out})"))
+    for s in statuses:  # every cell is user text (ids, paths, Megatron messages): never read as markup
+        table.add_row(Text(s.state, style=styles[s.state]), *map(plain, (s.cell_id, s.arm, s.run_id, s.job_id, s.detail)))
     console = _console()
     console.print(table)
     counts = {state: sum(s.state == state for s in statuses) for state in ORDER}
     console.print(", ".join(f"{n} {state}" for state, n in counts.items() if n) or "no runs")
     if note:
-        console.print(f"[red]{note}[/]")
+        console.print(Text(note, style="red"))
     return 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from graphsweep.commands import fail
 from graphsweep.store.archive import verify_archive
 
 NAME = "verify-archive"
@@ -17,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    for path in args.files:  # a mistyped path is bad input (exit 2), not a failed archive (exit 1)
+        if not Path(path).is_file():
+            return fail(NAME, f"{path}: " + ("not a file" if Path(path).exists() else "no such file"))
     bad = 0
     for path in args.files:
         v = verify_archive(path)

@@ -5,4 +5,5 @@
     slurmstate  one shared, rate-limited sacct for every waiting run
     abba        the pair job's driver (python -m graphsweep.run.abba)
     ingest      runs from logs that already exist: nothing submitted
+    controller  the Snakemake process that holds a sweep, and what it says when the sweep ends or stops
 """

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ import submitit
 import yaml
 
 from graphsweep.parse.signatures import find_transient
-from graphsweep.run.job import job_argv, job_main, utc_now
+from graphsweep.run.controller import process_start
+from graphsweep.run.job import job_argv, job_main, tees_rank_files, utc_now
 from graphsweep.run.slurmstate import (
     ALIVE_STATES,
     STUCK_STATES,
@@ -45,7 +47,7 @@ from graphsweep.run.slurmstate import (
     latest_iteration,
     result_pickle,
 )
-from graphsweep.vocab import JOB_FAILURE, JOB_SIDE, LaunchPlan
+from graphsweep.vocab import JOB_FAILURE, JOB_SIDE, RANKS_DIR, TORCHRUN_LOG_DIR_ENV, LaunchPlan
 
 
 def _slurm_defaults() -> dict[str, Any]:
@@ -339,17 +341,16 @@ def _wait_slurm(
         side = _read_side(jobs_dir)
         if side and side.get("cluster") == "slurm":
             waiter = SlurmWaiter(run_id, side, s.state_cache(), say, _waiting_limits(s))
-            if waiter.pickle.exists():
+            state, ok = (None, True) if waiter.pickle.exists() else waiter.state_now()
+            if waiter.pickle.exists():  # looked at after sacct too: a job may finish between the two looks
                 say(f"reattaching {run_id} to Slurm job {side['job_id']} (finished, result present)")
+            elif state in ALIVE_STATES | STUCK_STATES or (state is None and not ok):
+                say(f"reattaching {run_id} to Slurm job {side['job_id']} (state {state or 'unknown: sacct failed'})")
             else:
-                state, ok = waiter.state_now()
-                if state in ALIVE_STATES | STUCK_STATES or (state is None and not ok):
-                    say(f"reattaching {run_id} to Slurm job {side['job_id']} (state {state or 'unknown: sacct failed'})")
-                else:
-                    say(f"previous Slurm job {side['job_id']} of {run_id} ended {state or 'without a sacct record'} "
-                        "without a result; submitting a new one")  # fmt: skip
-                    waiter.forget()
-                    waiter = None
+                say(f"previous Slurm job {side['job_id']} of {run_id} ended {state or 'without a sacct record'} "
+                    "without a result; submitting a new one")  # fmt: skip
+                waiter.forget()
+                waiter = None
         if waiter is None:
             waiter = _submit_slurm(run_id, plan, jobs_dir, s, attempt, say)
         state = waiter.wait()
@@ -383,12 +384,21 @@ def _wait_local(
     """A local job's id is a PID of this controller's child: nothing to reattach to, always a fresh job."""
     job_log = jobs_dir / "logs" / f"{dt.datetime.now():%Y%m%d-%H%M%S}-attempt{attempt}.log"
     ex = _executor(jobs_dir / "submitit", plan, s, name=f"gs-{run_id}"[:64])
-    job = ex.submit(job_main, list(plan.argv), dict(plan.env), str(job_log.resolve()))
+    env = dict(plan.env)
+    # torchrun's per-rank files next to the job's log (linked into the run folder when the job is done, as the log)
+    rank_dir = job_log.with_suffix(".ranks").resolve() if tees_rank_files(plan) else None
+    if rank_dir is not None:
+        env[TORCHRUN_LOG_DIR_ENV] = str(rank_dir)
+    job = ex.submit(job_main, list(plan.argv), env, str(job_log.resolve()))
     side = {
         "cluster": s.cluster,
         "job_id": str(job.job_id),
+        # a local job is a process of this host: `graphsweep status` asks whether it still runs (after a Ctrl-C)
+        "host": socket.gethostname(),
+        "pid_start": process_start(int(job.job_id)) if str(job.job_id).isdigit() else None,
         "folder": str((jobs_dir / "submitit" / "%j").resolve()),
         "log": str(job_log.resolve()),
+        "rank_log_dir": str(rank_dir) if rank_dir is not None else None,
         "attempt": attempt,
         "timeout_min": int(s.timeout_min),
         "submitted_utc": utc_now(),
@@ -426,6 +436,15 @@ def _link(src: Path, dst: Path) -> None:
     tmp.replace(dst)
 
 
+def _link_tree(src: Path, dst: Path) -> None:
+    """dst becomes a copy of the folder src made of hard links (copies across filesystems); an older dst goes."""
+    tmp = dst.with_name(dst.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, copy_function=lambda a, b: _link(Path(a), Path(b)))
+    shutil.rmtree(dst, ignore_errors=True)
+    tmp.rename(dst)
+
+
 def submit_and_wait(
     run_id: str,
     plan: LaunchPlan,
@@ -456,6 +475,9 @@ def submit_and_wait(
     elif not log_path.exists():
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("[graphsweep] the job produced no training output\n")
+    rank_dir = side.get("rank_log_dir")
+    if rank_dir and Path(rank_dir).is_dir():  # this job's per-rank files replace an earlier attempt's
+        _link_tree(Path(rank_dir), log_path.parent / RANKS_DIR)
     record = {
         "run_id": run_id,
         "executor": settings.cluster,

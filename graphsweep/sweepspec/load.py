@@ -71,17 +71,71 @@ def _apply_defaults(raw: dict[str, Any], schema: Mapping[str, Any]) -> None:
             _apply_defaults(raw[key], sub)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: YAML keeps the last one
+    silently, so `hidden: [64, 128]` ... `hidden: [32]` would drop two shapes without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:  # the mapping's own keys; `<<: *anchor` merges may be overridden
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = key_node.value
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "in the mapping that starts", node.start_mark,
+                    f"key {key!r} is given twice (first at line {seen[key] + 1}); YAML would keep only the last",
+                    key_node.start_mark)  # fmt: skip
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line: where it is, what is wrong, and what was being read there."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        text = f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+        if exc.context:
+            where = f" at line {exc.context_mark.line + 1}" if exc.context_mark is not None else ""
+            text += f" ({exc.context}{where})"
+        return text
+    return " ".join(str(exc).split())
+
+
+def _find_cycle(value: Any, key: str = "", parents: tuple[int, ...] = ()) -> str | None:
+    """The key of a YAML alias that contains itself (`a: &x [*x]`), or None: such a value never ends."""
+    if not isinstance(value, (dict, list)):
+        return None
+    if id(value) in parents:
+        return key or "(top level)"
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for k, v in items:
+        found = _find_cycle(v, f"{key}.{k}" if key else str(k), (*parents, id(value)))
+        if found:
+            return found
+    return None
+
+
 def load_spec(path: str | Path) -> Spec:
     """Read, validate and complete a sweep spec; raise SpecError naming file, key and value."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise SpecError(path, "(file)", str(path), f"cannot read the spec: {exc.strerror}") from None
     try:
-        raw = yaml.safe_load(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(path, "(file)", str(path), f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                        f"{exc.start}): a sweep spec is a YAML text file") from None  # fmt: skip
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
-        raise SpecError(path, "(file)", str(path), f"not valid YAML: {exc}") from None
+        raise SpecError(path, "(file)", str(path), f"not valid YAML: {_yaml_problem(exc)}") from None
+    cycle = _find_cycle(raw)
+    if cycle:
+        raise SpecError(path, cycle, "(a YAML alias that contains itself)",
+                        "a value may not refer to itself (an &anchor used inside its own value never ends)")
     if not isinstance(raw, dict):
         raise SpecError(path, "(top level)", raw, "a sweep spec is a mapping with keys sweep, workload, axes, variants")
     return validate_spec(raw, path)
@@ -102,13 +156,31 @@ def validate_spec(raw: dict[str, Any], path: str | Path = "<spec>") -> Spec:
     return Spec(str(path), raw)
 
 
+def _same_as(value: Any) -> str:
+    """What makes two axis values the same setting: 64 and 64.0 are one number (true stays apart from 1)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return json.dumps(float(value))
+    return json.dumps(value, sort_keys=True)
+
+
+def _check_distinct(path: str | Path, key: str, values: list[Any]) -> None:
+    seen: dict[str, Any] = {}
+    for value in values:
+        same = _same_as(value)
+        if same in seen:
+            first = seen[same]
+            both = f"{value!r} is given twice" if repr(first) == repr(value) else \
+                f"{first!r} and {value!r} are the same number"
+            raise SpecError(path, key, values, f"duplicate values in an axis: {both} (give each once)")
+        seen[same] = value
+
+
 def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
     axes, fixed = raw["axes"], raw.get("fixed", {})
     for key in axes:
         if key in fixed:
             raise SpecError(path, f"fixed.{key}", fixed[key], f"'{key}' is also an axis; give it in one place only")
-        if len(set(map(json.dumps, axes[key]))) != len(axes[key]):
-            raise SpecError(path, f"axes.{key}", axes[key], "duplicate values in an axis")
+        _check_distinct(path, f"axes.{key}", axes[key])
     for i, ex in enumerate(raw.get("exclude", [])):
         for key in ex:
             if key not in axes:

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.constraints import catalogue
-from graphsweep.constraints.graph import normalise_mcore
-from graphsweep.constraints.hydra import format_override
+from graphsweep.constraints.graph import graph_field_problem, normalise_mcore
+from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
-from graphsweep.vocab import LaunchPlan, RunSpec, SpecError, Variant, Violation
+from graphsweep.vocab import TORCHRUN_TEE, LaunchPlan, RunSpec, SpecError, Variant, Violation
 
 KIND = "megatron_bridge"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +49,9 @@ RNG_KEYS = ("model.use_te_rng_tracker", "rng.te_rng_tracker")
 # reference 3.5) plus CUDA_DEVICE_MAX_CONNECTIONS=1 (H100 dense perf recipes; MoE recipes use 32: set it in
 # workload.env). Bridge applies recipe env with setdefault, so exporting them here makes the values explicit
 # and identical for both arms. NCCL_GRAPH_REGISTER=0 goes with expandable segments (MCore cuda_graphs.py).
-# Not TORCH_NCCL_AVOID_RECORD_STREAMS=1: it is torch's default from 2.8 on, and torch 2.11 warns that it is
-# deprecated; the entry sets it inside the job only for an older torch (megatron_entry.needs_avoid_record_streams).
+# Not TORCH_NCCL_AVOID_RECORD_STREAMS=1: its behaviour is torch's only one from 2.8 on (pytorch PR #148590, kept out
+# of 2.7 by PR #150352) and torch 2.11 warns that it is deprecated; only the training process knows the container's
+# torch, so the entry sets it there for torch <= 2.7 (megatron_entry.set_torch_env).
 DEFAULT_ENV: dict[str, str] = {
     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
     "NCCL_GRAPH_REGISTER": "0",
@@ -123,6 +124,17 @@ def validate(raw: Mapping[str, Any], path: str | Path) -> None:
         for key, value in mapping.items():
             if problem := owned_key_problem(key):
                 raise SpecError(path, f"{section}.{key}", value, f"'{key}' is {problem}")
+            if problem := graph_field_problem(key):
+                raise SpecError(path, f"{section}.{key}", value, f"'{key}' is {problem}")
+            if key.startswith("env."):
+                continue
+            for one in value if section == "axes" else [value]:
+                if isinstance(one, str) and one.strip()[:1] in ("[", "{"):  # meant as a list or dict: is it one?
+                    try:
+                        parse_value(one)
+                    except OverrideError as exc:
+                        raise SpecError(path, f"{section}.{key}", one,
+                                        f"not a list or dict Megatron Bridge's command line can read: {exc}") from None
 
 
 def bridge_settings(run: RunSpec) -> dict[str, Any]:
@@ -285,10 +297,12 @@ def launch_plan(run: RunSpec, *, rank_log_dir: str | None = None) -> LaunchPlan:
     python = str(run.workload.get("python", "python"))
     nodes, gpn = layout(run)
     env = run_env(run)
+    seed = overrides.get("rng.seed")  # else the recipe's, which Bridge prints: "> setting random seeds to N ..."
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
     if run.executor.get("cluster") == "slurm":
         return LaunchPlan(
             argv=[python, *program], env=env, gpus=run.gpus, nodes=nodes, gpus_per_node=gpn, tasks_per_node=gpn,
-            overrides=overrides, srun=True, srun_args=srun_args(run, rank_log_dir),
+            overrides=overrides, srun=True, srun_args=srun_args(run, rank_log_dir), seed=seed,
         )  # fmt: skip
     if nodes > 1:
         raise MegatronSpecError(
@@ -296,10 +310,15 @@ def launch_plan(run: RunSpec, *, rank_log_dir: str | None = None) -> LaunchPlan:
         )
     torchrun = [python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc-per-node={gpn}"]
     if rank_log_dir:
-        torchrun += [f"--log-dir={rank_log_dir}", "--tee=3"]
+        torchrun.append(f"--log-dir={rank_log_dir}")
+    if rank_log_dir or gpn > 1:
+        # several ranks: each one's stdout and stderr in its own file, and on the console as whole lines with a
+        # `[default<local rank>]:` prefix (never two ranks glued on one line); without --log-dir the local executor
+        # names the folder (vocab.TORCHRUN_LOG_DIR_ENV) and keeps the files in runs/{run_id}/ranks/
+        torchrun.append(TORCHRUN_TEE)
     return LaunchPlan(
         argv=[*torchrun, *program], env=env, gpus=run.gpus, nodes=1, gpus_per_node=gpn, tasks_per_node=1,
-        overrides=overrides, srun=False,
+        overrides=overrides, srun=False, seed=seed,
     )  # fmt: skip
 
 

@@ -1,0 +1,86 @@
+"""Which spec a results/{sweep} folder belongs to, so a second spec that reuses the sweep name cannot take it over.
+
+The first run of a sweep writes results/{sweep}/owner.json: the spec's path and its **identity**, a hash of the
+validated spec (defaults filled in) without the keys that only add runs or say where they run (`GROWTH_KEYS`:
+more repeats, the executor, the description). A later spec is the same sweep when
+
+- its identity is the owner's (the same sweep from a copied or moved spec file, with more repeats or another
+  executor), or
+- it is the owner's spec file itself (the owner edits its own sweep: new cells are added, finished runs stay);
+  the record then takes the new identity.
+
+Anything else (another spec file that happens to give the same `sweep:` name) is refused with `SweepOwnedError`,
+before anything is planned or submitted. A folder without owner.json (made before graphsweep wrote one) is adopted
+by the next spec that runs it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from graphsweep.sweepspec.sweep import Spec
+from graphsweep.vocab import SweepPaths
+
+# Spec keys whose change keeps a sweep the same sweep: they add runs or change where runs go, not what one measures.
+GROWTH_KEYS = ("repeats", "description", "executor")
+
+
+class SweepOwnedError(ValueError):
+    """results/{sweep} belongs to another spec. The message says which one and how to proceed."""
+
+
+def spec_identity(raw: Mapping[str, Any]) -> str:
+    """A short hash of what makes a sweep this sweep (the validated spec without GROWTH_KEYS)."""
+    ident = {k: v for k, v in raw.items() if k not in GROWTH_KEYS}
+    blob = json.dumps(ident, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _spec_path(spec: Spec) -> str:
+    return str(Path(spec.path).resolve())
+
+
+def read_owner(paths: SweepPaths) -> dict[str, Any] | None:
+    try:
+        record = json.loads(paths.owner.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def check_owner(paths: SweepPaths, spec: Spec) -> dict[str, Any] | None:
+    """Raise SweepOwnedError when results/{sweep} belongs to another spec; return the owner record (None: no owner)."""
+    owner = read_owner(paths)
+    if owner is None:
+        return None
+    identity, path = spec_identity(spec.raw), _spec_path(spec)
+    if owner.get("identity") == identity or owner.get("spec") == path:
+        return owner
+    raise SweepOwnedError(
+        f"{paths.root} belongs to {owner.get('spec')} (spec identity {owner.get('identity')}), not to {spec.path} "
+        f"(identity {identity}), which gives the same sweep name '{spec.name}': give {spec.path} its own `sweep:` "
+        f"name or another results folder (--config results=DIR), or move {paths.root} away to hand it over"
+    )
+
+
+def claim(paths: SweepPaths, spec: Spec) -> None:
+    """Check, then record this spec as the folder's owner (after an edit of the owner's own spec: its new identity).
+
+    A copy with the owner's identity leaves the record as it is: the folder stays the original spec file's."""
+    owner = check_owner(paths, spec)
+    identity, path = spec_identity(spec.raw), _spec_path(spec)
+    if owner is not None and owner.get("identity") == identity:
+        return
+    record = {"sweep": spec.name, "spec": path, "identity": identity, "growth_keys": list(GROWTH_KEYS),
+              "claimed_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if owner is not None:
+        record["previous"] = {k: owner.get(k) for k in ("spec", "identity", "claimed_utc")}
+    paths.root.mkdir(parents=True, exist_ok=True)
+    tmp = paths.owner.with_name(f"{paths.owner.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(paths.owner)

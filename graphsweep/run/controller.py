@@ -1,0 +1,154 @@
+"""The controller of a sweep (the Snakemake process): who holds the sweep now, and what it says when it stops.
+
+- `holder(paths)`, when the Snakefile is read: another live controller of this sweep, so a second `snakemake`
+  stops with one line instead of Snakemake's IncompleteFilesException and its advice to `--rerun-incomplete`,
+  which is wrong while the first controller is alive (it would rerun the runs that controller is waiting for);
+- `hold(paths)` (Snakemake `onstart:`) records this process in results/{sweep}/.jobs/controller.json, and
+  `release(paths)` (`onsuccess:` / `onerror:`) removes the record; a record whose process is gone counts for nothing;
+- `end_of_sweep(paths)` (`onsuccess:`): the verdict counts and the path of report.html;
+- `how_to_resume(name)` (`onerror:`, Ctrl-C included): the exact command that carries on.
+
+A process is named by host, pid and its start time (Linux /proc), so a pid reused after a reboot is not mistaken
+for the controller. `process_alive` also tells `graphsweep status` whether a local job's process still runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shlex
+import socket
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from graphsweep.vocab import VERDICTS, SweepPaths
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name (field 3 on), or [] where there is none."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return []
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of a process in clock ticks since boot (/proc/PID/stat field 22), None where unknown."""
+    fields = _stat(pid)
+    return fields[19] if len(fields) > 19 else None
+
+
+def process_alive(pid: Any, host: str | None = None, start: str | None = None) -> bool | None:
+    """Whether the process still runs: True, False, or None when it cannot be told from here (another host)."""
+    if host and host != socket.gethostname():
+        return None
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        return None
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    fields = _stat(pid)
+    if fields and fields[0] in ("Z", "X"):
+        return False  # killed, and not yet reaped by its parent: it runs no more
+    return start is None or process_start(pid) in (None, start)
+
+
+def this_process() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "host": socket.gethostname(), "start": process_start(pid)}
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def holder(paths: SweepPaths) -> str | None:
+    """One line naming another controller that holds this sweep, or None (free, ours, or its process is gone)."""
+    record = _read(paths.controller)
+    if not record or record.get("pid") == os.getpid() and record.get("host") == socket.gethostname():
+        return None
+    alive = process_alive(record.get("pid"), record.get("host"), record.get("start"))
+    if alive is False:
+        return None
+    where = f"pid {record.get('pid')} on {record.get('host')}"
+    if alive is None:
+        where += " (another host: cannot check from here)"
+    return (f"sweep '{paths.sweep}' is being run by another controller ({where}, since {record.get('since_utc')}, "
+            f"in {record.get('cwd')}): wait for it to finish, or follow it with `graphsweep status {paths.sweep}`; "
+            f"do not --rerun-incomplete its runs. If that controller is gone, delete {paths.controller}")  # fmt: skip
+
+
+def hold(paths: SweepPaths, argv: Sequence[str] | None = None) -> None:
+    record = {**this_process(), "since_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "cwd": os.getcwd(), "argv": list(sys.argv if argv is None else argv)}  # fmt: skip
+    paths.controller.parent.mkdir(parents=True, exist_ok=True)
+    tmp = paths.controller.with_name(f"{paths.controller.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(paths.controller)
+
+
+def release(paths: SweepPaths) -> None:
+    record = _read(paths.controller)
+    if record and record.get("pid") == os.getpid() and record.get("host") == socket.gethostname():
+        paths.controller.unlink(missing_ok=True)
+        try:
+            paths.controller.parent.rmdir()  # .jobs/ held nothing else (an ingested sweep submits no job)
+        except OSError:
+            pass
+
+
+def verdict_counts(paths: SweepPaths) -> dict[str, int]:
+    """Cells per verdict in report order (comparison.parquet); empty when there is no comparison yet."""
+    try:
+        verdicts = pd.read_parquet(paths.comparison, columns=["verdict"]).verdict
+    except (OSError, ValueError, KeyError):
+        return {}
+    counts = Counter(map(str, verdicts))
+    order = [v for v in VERDICTS if v in counts] + sorted(set(counts) - set(VERDICTS))
+    return {v: counts[v] for v in order}
+
+
+def end_of_sweep(paths: SweepPaths) -> str:
+    """What the sweep found, in two lines: the verdict counts and where the report is."""
+    counts = verdict_counts(paths)
+    if not counts:
+        return f"graphsweep: sweep '{paths.sweep}' finished; no comparison yet ({paths.comparison} is missing)"
+    total = sum(counts.values())
+    found = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    report = paths.report_html.resolve() if paths.report_html.exists() else paths.report_html
+    return f"graphsweep: sweep '{paths.sweep}' done: {total} cells: {found}\ngraphsweep: report: {report}"
+
+
+def resume_command(argv: Sequence[str] | None = None, cwd: str | None = None) -> str:
+    """The command that carries on where this one stopped: this very command, from the folder it was typed in."""
+    argv = list(sys.argv if argv is None else argv)
+    if argv and argv[0].endswith("__main__.py"):  # python -m snakemake
+        argv = [sys.executable, "-m", "snakemake", *argv[1:]]
+    # Snakemake marks the outputs of the jobs it was running when stopped as incomplete and refuses to start again
+    # without this flag. Remaking them is what resuming means: an interrupted run rule reattaches to its Slurm job
+    # (job.json) or submits a fresh local one; finished runs are not incomplete and stay.
+    if not any(a in ("--rerun-incomplete", "--ri") for a in argv):
+        argv.append("--rerun-incomplete")
+    cwd = cwd or os.environ.get("PWD") or os.getcwd()
+    return f"cd {shlex.quote(cwd)} && {shlex.join(argv)}"
+
+
+def how_to_resume(paths: SweepPaths, argv: Sequence[str] | None = None, cwd: str | None = None) -> str:
+    return (f"graphsweep: sweep '{paths.sweep}' stopped before its end (interrupted, or a job failed: see above); "
+            f"finished runs are kept and a rerun submits only the rest: {resume_command(argv, cwd)}")  # fmt: skip
