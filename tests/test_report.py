@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from graphsweep.judge import prose
 from graphsweep.report.plots import TRACE_CAP
 from graphsweep.report.text import display_reason, fmt_speedup
 from graphsweep.report.write import write_reports
@@ -62,7 +63,7 @@ class Sweep:
             repeat=k, warmup=WARMUP, iterations=ITERS - WARMUP - 1, gpus=1, workload="megatron_bridge",
             status="blocked" if blocked else "submit", rule_id="full_iteration_nan_check" if blocked else None,
             rule_message=blocked, rule_source="Bridge training/config.py L1364-1369" if blocked else None,
-            command="python mb_run.py ...", est_gpu_seconds=0.0 if blocked else 95.0, **shape,
+            command="python mb_run.py ...", seed=1234, est_gpu_seconds=0.0 if blocked else 95.0, **shape,
         )  # fmt: skip
         self.plan.append(row)
         return row
@@ -111,9 +112,13 @@ class Sweep:
                 self._run(prow, outcome, ms, peak, reason)
             ids.append(prow["run_id"])
         row = {c: None for c in COMPARISON_COLUMNS}
+        timed = verdict.get("speedup") is not None
+        defaults = dict(thin=False, resolution_limited=False, design="unpaired" if timed else "",
+                        eager_spread="observed" if timed else None, graph_spread="observed" if timed else None)
         row.update(sweep=SWEEP, cell_id=cell, shape_id=sid, variant=variant, impl=impl, scope=scope, **shape,
                    eager_run_ids=eager_ids, graph_run_ids=ids, eager_run_id=eager_ids[0], graph_run_id=ids[0],
-                   margin=0.02, confidence=0.95, **verdict)  # fmt: skip
+                   margin=0.02, alpha=0.05, control=arm == "control", **{**defaults, **verdict})  # fmt: skip
+        row["reason"] = prose.reason(row)  # the sentence the judge writes from these fields
         self.comparison.append(row)
 
     def write(self, folder: Path) -> dict[str, Path]:
@@ -134,65 +139,59 @@ def _ok(ms: float, peak: float, n: int = 3) -> list[tuple[str, float, float, str
 
 
 def build_sweep(folder: Path, aa: bool = True) -> dict[str, Path]:
-    """Four shapes x two variants (+ an A/A control) with one cell of each outcome a user must recognise."""
+    """Four shapes x two variants (+ an A/A control) with one cell of each outcome a user must recognise.
+
+    Constructed tables (named so): the verdict fields are typed here, the sentences come from judge/prose.py.
+    """
     s = Sweep()
+    both = dict(paired_outcome="both-completed", eager_outcomes=["completed"] * 3, graph_outcomes=["completed"] * 3)
     # Shape 1: host-bound tiny Llama (fixtures/megatron-h200: eager 63.4 ms, TE attn 39.9 ms, full 9.2 ms).
     sh = {"hidden": 1024, "micro_batch": 1}
     sid, e = s.shape(sh, _ok(63.4, 10.4))
     s.cell(sh, sid, e, "full_iteration", "full_iteration", "", _ok(9.2, 12.1),
-           dict(verdict="speedup", speedup=6.89, ci_low=6.71, ci_high=7.08, p_value=1e-6, q_value=6e-6, n_eager=3, n_graph=3,
-                eager_step_ms=63.4, graph_step_ms=9.2, eager_peak_mem_gb=10.4, graph_peak_mem_gb=12.1, mem_delta_gb=1.7,
-                ci_method="between-runs t on log-ratios (n=3+3, Welch)", paired_outcome="both-completed",
-                reason="graph faster: 6.891x [6.710, 7.080] (95% CI; eager 63.40 ms vs graph 9.20 ms) excludes 1 ± 0.02; "
-                       "the speedup costs +1.70 GB peak memory (+16%: 10.40 -> 12.10 GB)"))  # fmt: skip
+           dict(verdict="speedup", speedup=6.89, ci_low=6.71, ci_high=7.08, p_beyond=1e-6, q_value=6e-6, n_eager=3, n_graph=3,
+                eager_step_ms=63.4, graph_step_ms=9.2, eager_mem_gb=10.4, graph_mem_gb=12.1, mem_delta_gb=1.7,
+                **both))  # fmt: skip
     s.cell(sh, sid, e, "attn", "transformer_engine", "attn", _ok(39.9, 10.9),
-           dict(verdict="speedup", speedup=1.59, ci_low=1.52, ci_high=1.66, p_value=2e-5, q_value=4e-5, n_eager=3, n_graph=3,
-                eager_step_ms=63.4, graph_step_ms=39.9, eager_peak_mem_gb=10.4, graph_peak_mem_gb=10.9, mem_delta_gb=0.5,
-                ci_method="between-runs t on log-ratios (n=3+3, Welch)", paired_outcome="both-completed",
-                reason="graph faster: 1.589x [1.520, 1.660] (95% CI; eager 63.40 ms vs graph 39.90 ms) excludes 1 ± 0.02; "
-                       "the speedup costs +0.50 GB peak memory (+5%: 10.40 -> 10.90 GB)"))  # fmt: skip
+           dict(verdict="speedup", speedup=1.59, ci_low=1.52, ci_high=1.66, p_beyond=2e-5, q_value=4e-5, n_eager=3, n_graph=3,
+                eager_step_ms=63.4, graph_step_ms=39.9, eager_mem_gb=10.4, graph_mem_gb=10.9, mem_delta_gb=0.5,
+                **both))  # fmt: skip
     if aa:
         s.cell(sh, sid, e, "aa", "none", "", _ok(63.1, 10.4),
-               dict(verdict="neutral", speedup=1.004, ci_low=0.985, ci_high=1.019, p_value=0.61, n_eager=3, n_graph=3,
-                    eager_step_ms=63.4, graph_step_ms=63.1, ci_method="between-runs t on log-ratios (n=3+3, Welch)",
-                    reason="no practical difference: 1.004x [0.985, 1.019] (95% CI; eager 63.40 ms vs graph 63.10 ms) lies inside 1 ± 0.02"),
+               dict(verdict="neutral", speedup=1.004, ci_low=0.985, ci_high=1.019, p_beyond=0.61, n_eager=3, n_graph=3,
+                    eager_step_ms=63.4, graph_step_ms=63.1, **both),
                arm="control")  # fmt: skip
     # Shape 2: launch-bound with job-to-job noise on the eager arm (h200-probe: 15 vs 18 ms).
     sh = {"hidden": 1024, "micro_batch": 2}
     sid, e = s.shape(sh, [("completed", 15.3, 6.2, ""), ("completed", 18.1, 6.2, ""), ("completed", 16.0, 6.2, "")])
     s.cell(sh, sid, e, "full_iteration", "full_iteration", "", _ok(15.9, 6.9),
-           dict(verdict="inconclusive", speedup=1.03, ci_low=0.86, ci_high=1.24, p_value=0.41, q_value=0.55, n_eager=3,
-                n_graph=3, eager_step_ms=16.0, graph_step_ms=15.9, eager_peak_mem_gb=6.2, graph_peak_mem_gb=6.9, mem_delta_gb=0.7,
-                ci_method="between-runs t on log-ratios (n=3+3, Welch)",
-                reason="1.030x [0.860, 1.240] (95% CI; eager 16.00 ms vs graph 15.90 ms) straddles 1 ± 0.02: more repeats "
-                       "would decide (about 14 repeats per arm at this spread); peak memory +0.70 GB (+11%)"))  # fmt: skip
+           dict(verdict="inconclusive", speedup=1.03, ci_low=0.86, ci_high=1.24, p_beyond=0.41, q_value=0.55, n_eager=3,
+                n_graph=3, eager_step_ms=16.0, graph_step_ms=15.9, eager_mem_gb=6.2, graph_mem_gb=6.9, mem_delta_gb=0.7,
+                repeats_needed=14, **both))  # fmt: skip
     s.cell(sh, sid, e, "attn", "transformer_engine", "attn", [("completed", 16.2, 6.3, "")],
-           dict(verdict="neutral", speedup=1.002, ci_low=0.99, ci_high=1.013, p_value=0.8, q_value=0.8, n_eager=3, n_graph=1,
-                eager_step_ms=16.0, graph_step_ms=16.2, eager_peak_mem_gb=6.2, graph_peak_mem_gb=6.3, mem_delta_gb=0.1,
-                ci_method="within-run bootstrap (1 repeat: understates job-to-job noise)",
-                reason="no practical difference: 1.002x [0.990, 1.013] (95% CI) lies inside 1 ± 0.02; 1 repeat per arm: the "
-                       "interval is within-run only and understates job-to-job noise"))  # fmt: skip
+           dict(verdict="inconclusive", speedup=1.002, ci_low=0.6, ci_high=1.7, p_beyond=0.8, q_value=0.8, n_eager=3, n_graph=1,
+                thin=True, graph_spread="allowance", repeats_needed=4, eager_step_ms=16.0, graph_step_ms=16.2,
+                eager_mem_gb=6.2, graph_mem_gb=6.3, mem_delta_gb=0.1, **both))  # fmt: skip
     # Shape 3: the graph's static buffers do not fit; TE attn is a little slower.
     sh = {"hidden": 2048, "micro_batch": 1}
     sid, e = s.shape(sh, _ok(41.0, 118.0))
     s.cell(sh, sid, e, "full_iteration", "full_iteration", "", [("oom", None, None, OOM_TEXT)] * 3,
-           dict(verdict="oom", n_eager=3, n_graph=0, eager_step_ms=41.0, eager_peak_mem_gb=118.0, paired_outcome="graph-only-oom",
-                reason=f"graph-only OOM: {sid}.full_iteration.r1: {OOM_TEXT}; eager fit at 118.00 GB peak"))  # fmt: skip
+           dict(verdict="oom", n_eager=3, n_graph=0, eager_step_ms=41.0, eager_mem_gb=118.0, paired_outcome="graph-only-oom",
+                eager_outcomes=["completed"] * 3, graph_outcomes=["oom"] * 3, failure_run_id=f"{sid}.full_iteration.r1",
+                failure_detail=OOM_TEXT))  # fmt: skip
     s.cell(sh, sid, e, "attn", "transformer_engine", "attn", _ok(43.1, 121.5),
-           dict(verdict="slowdown", speedup=0.951, ci_low=0.938, ci_high=0.964, p_value=3e-4, q_value=5e-4, n_eager=3, n_graph=3,
-                eager_step_ms=41.0, graph_step_ms=43.1, eager_peak_mem_gb=118.0, graph_peak_mem_gb=121.5, mem_delta_gb=3.5,
-                ci_method="between-runs t on log-ratios (n=3+3, Welch)",
-                reason="graph slower: 0.951x [0.938, 0.964] (95% CI; eager 41.00 ms vs graph 43.10 ms) excludes 1 ± 0.02; "
-                       "peak memory +3.50 GB (+3%)"))  # fmt: skip
+           dict(verdict="slowdown", speedup=0.951, ci_low=0.938, ci_high=0.964, p_beyond=3e-4, q_value=5e-4, n_eager=3, n_graph=3,
+                eager_step_ms=41.0, graph_step_ms=43.1, eager_mem_gb=118.0, graph_mem_gb=121.5, mem_delta_gb=3.5,
+                **both))  # fmt: skip
     # Shape 4: preflight blocks full_iteration (NaN check left on); the eager arm itself runs out of memory.
     sh = {"hidden": 2048, "micro_batch": 2}
     sid, e = s.shape(sh, [("oom", None, None, OOM_TEXT)] * 3)
     s.cell(sh, sid, e, "full_iteration", "full_iteration", "", [("blocked", None, None, "")] * 3,
-           dict(verdict="blocked", reason=f"preflight: {NAN_RULE}", rule_id="full_iteration_nan_check", gpu_seconds=0.0),
+           dict(verdict="blocked", failure_detail=NAN_RULE, rule_id="full_iteration_nan_check", gpu_seconds=0.0),
            blocked=NAN_RULE)  # fmt: skip
     s.cell(sh, sid, e, "attn", "transformer_engine", "attn", [("oom", None, None, OOM_TEXT)] * 3,
-           dict(verdict="baseline-failed", n_eager=0, n_graph=0, paired_outcome="both-oom",
-                reason=f"eager arm has no usable run (3 oom) ({sid}.eager.r1: {OOM_TEXT}); graph arm OOM too: the shape does not fit"))  # fmt: skip
+           dict(verdict="baseline-failed", n_eager=0, n_graph=0, paired_outcome="both-oom", eager_outcomes=["oom"] * 3,
+                graph_outcomes=["oom"] * 3, failure_run_id=f"{sid}.eager.r1", failure_detail=OOM_TEXT))  # fmt: skip
     return s.write(folder)
 
 
@@ -223,15 +222,15 @@ def test_markdown_has_one_row_per_cell_with_interval_and_reason(reports: tuple[s
     blocked = by[("2048", "2", "full_iteration")]
     assert blocked[3] == "blocked" and "check_for_nan_in_loss must be disabled" in blocked[9] and blocked[4] == "—"
     assert by[("2048", "2", "attn")][3] == "baseline-failed"
-    assert "more repeats would decide" in by[("1024", "2", "full_iteration")][9]
+    assert by[("1024", "2", "full_iteration")][9].startswith("about 14 repeats per arm would decide it")
     assert by[("1024", "1", "aa")][3] == "neutral (A/A)"
 
 
 def test_markdown_counts_costs_and_caveats(reports: tuple[str, str, Path]) -> None:
     md, _, _ = reports
-    assert "8 cells (**2** speedup, **1** slowdown, **1** neutral, **1** inconclusive, **1** blocked, **1** oom, **1** baseline-failed)" in md
+    assert "8 cells (**2** speedup, **1** slowdown, **2** inconclusive, **1** blocked, **1** oom, **1** baseline-failed)" in md
     assert "**GPU-hours**:" in md and "avoided by 3 preflight-blocked runs" in md and "avoided by shared eager baselines" in md
-    assert "1 cell(s) had one usable run per arm: their interval is within-run only" in md
+    assert "1 timed cell(s) had fewer than 3 jobs in an arm: for that arm the interval assumes a job-to-job spread" in md
     assert "Benjamini–Hochberg across the 5 timed cells" in md  # cells with a q-value; the A/A control is excluded
     assert "1 ± 0.02" in md
     assert "0 of 1 judged control cells flagged" in md
@@ -250,10 +249,10 @@ def test_markdown_pipes_inside_reasons_do_not_break_the_table(tmp_path: Path) ->
 def test_html_counts_badges_and_every_cell(reports: tuple[str, str, Path]) -> None:
     _, page, _ = reports
     counts = re.search(r'<div class="badges" id="verdict-counts">(.*?)</div>', page).group(1)
-    for text in ("2 speedup", "1 slowdown", "1 neutral", "1 inconclusive", "1 blocked", "1 oom", "1 baseline-failed", "0 failed"):
+    for text in ("2 speedup", "1 slowdown", "0 neutral", "2 inconclusive", "1 blocked", "1 oom", "1 baseline-failed", "0 failed"):
         assert f">{text}<" in counts
     rows = re.findall(r'<tr id="cell-[^"]+"[^>]*data-verdict="([^"]+)"', page)
-    assert sorted(rows) == sorted(["speedup", "speedup", "neutral", "inconclusive", "neutral", "oom", "slowdown", "blocked", "baseline-failed"])
+    assert sorted(rows) == sorted(["speedup", "speedup", "neutral", "inconclusive", "inconclusive", "oom", "slowdown", "blocked", "baseline-failed"])
     assert "6.89×" in page and "[6.71, 7.08]" in page
     assert "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph" in page
     assert "graph-only OOM" in page and "graph arm OOM too" in page
@@ -320,6 +319,8 @@ def test_one_axis_sweep_gets_a_bar_chart(tmp_path: Path) -> None:
     write_reports(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"], tmp_path / "r.md", tmp_path / "r.html")
     page = (tmp_path / "r.html").read_text()
     assert 'class="plot speedup-bars"' in page and 'class="heatmap"' not in page
+    # no grid of two axes: the one grid of shapes x variants, above the bars that draw its intervals
+    assert 'id="shapes-by-variants"' in page and "Speedup by" not in page
 
 
 def test_traces_are_capped_with_a_note(tmp_path: Path) -> None:

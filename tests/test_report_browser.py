@@ -57,7 +57,7 @@ def test_browser_dom_has_badges_rows_and_plots(report_html: Path, tmp_path: Path
     dom = res.stdout
     counts = re.search(r'<div class="badges" id="verdict-counts">(.*?)</div>', dom, re.S)
     assert counts, "verdict counts missing from the rendered page"
-    for text in ("2 speedup", "1 slowdown", "1 inconclusive", "1 blocked", "1 oom", "1 baseline-failed"):
+    for text in ("2 speedup", "1 slowdown", "2 inconclusive", "1 blocked", "1 oom", "1 baseline-failed"):
         assert f">{text}</span>" in counts.group(1)
     rows = re.findall(r'<tr id="cell-[^"]+"', dom)
     assert len(rows) == 9  # every cell, the A/A control included

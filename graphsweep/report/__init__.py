@@ -2,6 +2,8 @@
 
     data      the four tables, cost accounting, verdict counts
     text      how numbers and reasons read
+    shapes    the plan's shapes: the axes that tell them apart, full grid or not, the overrides a variant adds
+    recommend per shape, which graph setting to use (or stay eager, and why): a section of both reports
     plots     matplotlib drawn as inline SVG
     markdown  report.md
     html      report.html (styles: report.css)

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from graphsweep.judge import interval as iv
+from graphsweep.judge import parity as lp
 from graphsweep.judge import verdict as stats
 from graphsweep.store.tables import PLAN_COLUMNS, read_table
 from graphsweep.vocab import AA, BLOCKED, EAGER, NOT_COMPARABLE, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, VERDICTS
@@ -56,13 +58,15 @@ def load_tables(plan: Path, runs: Path, iterations: Path, comparison: Path) -> S
     cx = _extra(Path(comparison))
     spec = _extra(Path(plan)).get("spec", {}) or {}
     margin = cx.get("margin")
-    if margin is None:
-        margin = _first_valid(c.get("margin"), spec.get("margin", 0.02))
-    confidence = _first_valid(c.get("confidence"), spec.get("confidence", 0.95))
+    if margin is None:  # a comparison table without its metadata: the cells' own margin, else the spec's
+        margin = _first_valid(c.get("margin"), spec.get("margin"))
+    # the level of the intervals: 1 - alpha of the cells (0.025 in an adaptive sweep); tables before version 3
+    # were judged at 0.05
+    alpha = _first_valid(c.get("alpha"), iv.ALPHA)
     sweep = _first_valid(c.get("sweep"), None) or _first_valid(p.get("sweep"), None) or spec.get("sweep") or "sweep"
     return SweepTables(
         plan=p, runs=r, iterations=it, comparison=c.reset_index(drop=True), axes=axes, margin=float(margin),
-        confidence=float(confidence), sweep=str(sweep), description=str(spec.get("description") or ""),
+        confidence=1 - float(alpha), sweep=str(sweep), description=str(spec.get("description") or ""),
     )  # fmt: skip
 
 
@@ -82,6 +86,11 @@ def as_number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
+
+
+def flag(value: Any) -> bool:
+    """A boolean column's value: True only when set and true (a missing value, NaN included, is False)."""
+    return bool(as_number(value))
 
 
 def id_list(value: Any) -> list[str]:
@@ -202,9 +211,12 @@ class Summary:
     n_control: int
     aa_fp: int
     aa_judged: int
-    single_repeat_cells: list[str]  # cells whose interval is within-run only
+    thin_cells: list[str]  # timed cells with an arm of fewer than MIN_OWN_JOBS jobs (spread allowance, not measured)
+    resolution_limited_cells: list[str]  # inconclusive cells that no number of repeats decides at this print step
     bh_m: int  # cells in the Benjamini-Hochberg family
-    fdr_fragile: list[str]  # speedup/slowdown cells whose q-value exceeds 1 - confidence
+    fdr_fragile: list[str]  # speedup/slowdown cells whose q-value reaches alpha
+    parity: dict[str, int] = field(default_factory=dict)  # loss parity state -> graph cells (A/A excluded)
+    parity_worst: float | None = None  # largest loss divergence / tolerance among cells that passed
 
 
 def summarize(t: SweepTables) -> Summary:
@@ -215,24 +227,29 @@ def summarize(t: SweepTables) -> Summary:
     for v in main.verdict.unique() if len(main) else []:
         counts.setdefault(v, int((main.verdict == v).sum()))
     aa_fp, aa_judged, _ = stats.aa_false_positive_rate(list(ctrl.verdict) if len(ctrl) else [])
-    single = [
-        r.cell_id for _, r in main.iterrows() if r.verdict in TIMING_VERDICTS and "within-run" in str(r.get("ci_method") or "")
-    ]
+    timed = main[main.verdict.isin(TIMING_VERDICTS)] if len(main) else main
+    thin = [r.cell_id for _, r in timed.iterrows() if flag(r.get("thin"))]
+    limited = [r.cell_id for _, r in timed.iterrows() if flag(r.get("resolution_limited"))]
+    states = main["loss_parity"].dropna() if "loss_parity" in main.columns else pd.Series(dtype=str)
+    ok = main[main["loss_parity"] == lp.PARITY_OK] if "loss_parity" in main.columns else main.iloc[:0]
+    worst = [as_number(x) for x in ok.get("loss_worst_excess", [])]
+    worst = [x for x in worst if x is not None]
     q = main.get("q_value", pd.Series(dtype=float))
     bh_m = int(sum(as_number(x) is not None for x in q))
     alpha = 1 - t.confidence
     fragile = [
         r.cell_id for _, r in main.iterrows()
-        if r.verdict in (SPEEDUP, SLOWDOWN) and (as_number(r.get("q_value")) or 0.0) > alpha
+        if r.verdict in (SPEEDUP, SLOWDOWN) and (as_number(r.get("q_value")) or 0.0) >= alpha
     ]  # fmt: skip
     n_runs = int((t.plan.status != BLOCKED).sum()) if "status" in t.plan.columns else len(t.plan)
-    return Summary(counts, len(main), n_runs, len(ctrl), aa_fp, aa_judged, single, bh_m, fragile)
+    return Summary(counts, len(main), n_runs, len(ctrl), aa_fp, aa_judged, thin, limited, bh_m, fragile,
+                   {k: int(v) for k, v in states.value_counts().items()}, max(worst) if worst else None)
 
 
 def headroom(t: SweepTables, row: pd.Series) -> float | None:
     """GPU memory left above the graph arm's peak, when the runs recorded the device's total memory."""
     col = next((c for c in ("gpu_mem_total_gb", "gpu_memory_gb", "device_mem_gb") if c in t.runs.columns), None)
-    peak = as_number(row.get("graph_peak_mem_gb"))
+    peak = as_number(row.get("graph_mem_gb"))
     if col is None or peak is None:
         return None
     ids = set(id_list(row.get("graph_run_ids")))

@@ -12,9 +12,14 @@ from typing import Any, Iterable
 
 from graphsweep import __version__
 from graphsweep.vocab import BLOCKED, TIMING_VERDICTS, VERDICT_COLORS
-from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, as_number, headroom, id_list, is_control
-from graphsweep.report.plots import TRACE_CAP, cell_anchor, heatmaps_html, memory_svg, speedup_bars_svg, traces_svg, value_key
-from graphsweep.report.text import caveats, display_reason, fmt_number, fmt_percent, fmt_q, fmt_speedup, fmt_value, md_inline
+from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, as_number, flag, headroom, id_list, is_control
+from graphsweep.report import recommend
+from graphsweep.report.plots import TRACE_CAP, cell_anchor, heatmaps_html, memory_svg, shape_grid_html, speedup_bars_svg, traces_svg
+from graphsweep.report.shapes import full_grid, shape_axes, varying_axes
+from graphsweep.report.text import (
+    caveats, cell_label, display_reason, level, fmt_number, fmt_percent, fmt_q, fmt_speedup, fmt_value, md_inline,
+    memory_figure,
+)  # fmt: skip
 
 CSS = (Path(__file__).with_name("report.css")).read_text()  # a package file: edited as CSS, inlined per page
 
@@ -55,15 +60,17 @@ def _relative_log_paths(t: SweepTables, out_dir: Path) -> dict[str, str]:
 
 
 def cells_table_html(t: SweepTables, out_dir: Path) -> str:
-    conf = f"{t.confidence * 100:.0f}%"
+    conf = level(t)
     axes = [a for a in t.axes if a in t.comparison.columns]
+    one_col = len(axes) > 3  # many axes: one shape column, named on a shape's first row, so the table fits the page
     logs = _relative_log_paths(t, out_dir)
     show_headroom = any(headroom(t, r) is not None for _, r in t.comparison.iterrows())
-    head = "".join(f"<th>{html.escape(a)}</th>" for a in axes) + (
+    head = ("<th>shape</th>" if one_col else "".join(f"<th>{html.escape(a)}</th>" for a in axes)) + (
         f"<th>variant</th><th>verdict</th><th class='num'>speedup [{conf} CI]</th><th class='num'>q</th>"
         "<th class='num'>step ms<br>eager → graph</th><th class='num'>runs<br>e+g</th>"
-        "<th class='num'>peak GB<br>eager → graph</th><th class='num'>Δ GB</th>"
-        + ("<th class='num' title='GPU memory left above the graph arm's peak'>headroom GB</th>" if show_headroom else "")
+        f"<th class='num' title='{html.escape(memory_figure(t))}, median across runs'>memory GB<br>eager → graph</th>"
+        "<th class='num'>Δ GB</th>"
+        + ('<th class="num" title="GPU memory left above the graph arm\'s figure">headroom GB</th>' if show_headroom else "")
         + "<th>reason</th><th>logs</th>"
     )
     rows = []
@@ -75,11 +82,11 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
         has_ci = lo is not None and hi is not None and as_number(r.get("speedup")) is not None
         ci = f' <span class="ci">[{lo:.2f}, {hi:.2f}]</span>' if has_ci else ""
         steps = _pair(r.get("eager_step_ms"), r.get("graph_step_ms"))
-        mems = _pair(r.get("eager_peak_mem_gb"), r.get("graph_peak_mem_gb"))
+        mems = _pair(r.get("eager_mem_gb"), r.get("graph_mem_gb"))
         n_e, n_g = as_number(r.get("n_eager")), as_number(r.get("n_graph"))
         n = f"{int(n_e or 0)}+{int(n_g or 0)}" if r.verdict != BLOCKED else "—"
-        if r.verdict in TIMING_VERDICTS and "within-run" in str(r.get("ci_method") or ""):
-            n += ' <span title="one run per arm: within-run interval only">¹</span>'
+        if r.verdict in TIMING_VERDICTS and flag(r.get("thin")):
+            n += ' <span title="an arm of fewer than 3 jobs: its spread is the allowance, not measured">¹</span>'
         reason = display_reason(r)
         if is_control(r) and r.verdict in TIMING_VERDICTS:
             aa_note = "A/A control: eager vs eager, any speedup/slowdown is a false positive"
@@ -89,8 +96,12 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
         links = "<br>".join(x for x in (e_links, g_links) if x)
         verdict = _badge(str(r.verdict)) + (' <span class="muted">A/A</span>' if is_control(r) else "")
         cls = ' class="shape-start"' if prev_shape is not None and r.shape_id != prev_shape else ""
+        if one_col:
+            label = cell_label(r, axes) if r.shape_id != prev_shape else ""
+            tds = f'<td class="shape">{html.escape(label)}</td>'
+        else:
+            tds = "".join(f"<td>{html.escape(fmt_value(r.get(a)))}</td>" for a in axes)
         prev_shape = r.shape_id
-        tds = "".join(f"<td>{html.escape(fmt_value(r.get(a)))}</td>" for a in axes)
         rows.append(
             f'<tr id="{cell_anchor(r.cell_id)}"{cls} data-verdict="{html.escape(str(r.verdict))}" title="{html.escape(str(r.cell_id))}">{tds}'
             f"<td>{html.escape(str(r.variant))}</td><td>{verdict}</td>"
@@ -98,7 +109,7 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
             f'<td class="num">{steps}</td><td class="num">{n}</td>'
             f'<td class="num">{mems}</td><td class="num">{fmt_number(r.get("mem_delta_gb"), "+.2f")}</td>'
             + (f'<td class="num">{fmt_number(headroom(t, r), ".1f")}</td>' if show_headroom else "")
-            + f'<td class="reason" title="{html.escape(str(r.get("reason") or ""))}">{html.escape(reason)}</td><td class="logs">{links.strip() or "—"}</td></tr>'
+            + f'<td class="reason" title="{html.escape(str(r.get("reason") or ""))}">{md_inline(reason)}</td><td class="logs">{links.strip() or "—"}</td></tr>'
         )
     return f'<table class="cells"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
@@ -134,7 +145,7 @@ def costs_table_html(cost: Cost) -> str:
 
 
 def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
-    conf = f"{t.confidence * 100:.0f}%"
+    conf = level(t)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     badges = "".join(_badge(v, f"{s.counts.get(v, 0)} {v}", big=True, zero=not s.counts.get(v)) for v in VERDICT_ORDER)
     badges += "".join(_badge(v, f"{n} {v}", big=True) for v, n in s.counts.items() if v not in VERDICT_ORDER)
@@ -142,7 +153,7 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
     if s.n_control:
         rate = f"{s.aa_fp / s.aa_judged:.0%}" if s.aa_judged else "n/a"
         aa_card = (f'<div class="card aa"><div class="k">A/A false-positive rate</div><div class="v">{rate}</div>'
-                   f'<div class="d">{s.aa_fp} of {s.aa_judged} eager-vs-eager cells flagged; expected ≤ {1 - t.confidence:.0%}</div></div>')  # fmt: skip
+                   f'<div class="d">{s.aa_fp} of {s.aa_judged} eager-vs-eager cells flagged; expected ≤ {(1 - t.confidence) * 100:g}%</div></div>')  # fmt: skip
     else:
         aa_card = ('<div class="card aa"><div class="k">A/A false-positive rate</div><div class="v">—</div>'
                    '<div class="d">no A/A control cells were run (aa_control: true)</div></div>')  # fmt: skip
@@ -159,20 +170,21 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
         + aa_card
     )
 
-    varying = [a for a in t.axes if a in t.comparison.columns and t.comparison[a].map(value_key).nunique() > 1]
-    if len(varying) >= 2:
+    # A full grid of two or more axes (from the plan) gets a heatmap over its first two axes; any other set of shapes
+    # (include: shapes, a one-axis sweep) one grid of shapes x variants: what an engineer compares.
+    varying = varying_axes(t)
+    heat_note = ('<p class="note">eager / graph step time; green = graph faster, red = slower, pale = within the margin or '
+                 "undecided; a cell links to its row.</p>")
+    if full_grid(t, varying):
         speed_block = (
-            f"<h2>Speedup by {html.escape(varying[0])} × {html.escape(varying[1])}</h2>"
-            '<p class="note">eager / graph step time; green = graph faster, red = slower, pale = within the margin or undecided; '
-            "a cell links to its row.</p>" + heatmaps_html(t, varying)
+            f"<h2>Speedup by {html.escape(varying[0])} × {html.escape(varying[1])}</h2>" + heat_note + heatmaps_html(t, varying)
         )
     else:
-        svg = speedup_bars_svg(t)
-        speed_block = (
-            "<h2>Speedup per cell</h2>"
-            f'<p class="note">bar = speedup (eager / graph), whisker = {conf} interval, grey band = 1 ± {t.margin:g}.</p>' + svg
-            if svg else ""
-        )  # fmt: skip
+        speed_block = "<h2>Speedup per shape and variant</h2>" + heat_note + shape_grid_html(t, shape_axes(t))
+        svg = speedup_bars_svg(t) if len(varying) < 2 else ""
+        if svg:
+            speed_block += (f'<p class="note">bar = speedup (eager / graph), whisker = {conf} interval, grey band = '
+                            f"1 ± {t.margin:g}.</p>" + svg)
 
     mem, mem_drawn, mem_data = memory_svg(t)
     traces, drawn, with_data = traces_svg(t)
@@ -196,12 +208,15 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
         f'<p class="sub">{s.n_cells} cells · {s.n_runs} runs · margin ±{t.margin:g} · {conf} intervals{desc}</p>',
         f'<div class="badges" id="verdict-counts">{badges}</div>',
         f'<div class="cards">{cards}</div>',
+        recommend.render_html(t, recommend.recommend(t)),
         f'<ul class="caveats">{cav}</ul>',
         speed_block,
         f"<h2>Cells <span class='muted'>({len(t.comparison)})</span></h2>",
         cells_table_html(t, out_dir),
-        '<p class="note">q: Benjamini–Hochberg across the sweep. ¹ one run per arm: within-run interval. '
-        "Logs: e = eager runs, g = graph runs, a = A/A control runs (links relative to this file).</p>",
+        '<p class="note">q: Benjamini–Hochberg across the sweep. '
+        + ("¹ an arm of fewer than 3 jobs: spread allowance, not measured. " if any(
+            r.verdict in TIMING_VERDICTS and flag(r.get("thin")) for _, r in t.comparison.iterrows()) else "")
+        + "Logs: e = eager runs, g = graph runs, a = A/A control runs (links relative to this file).</p>",
         "<h2>GPU-hours per verdict</h2>",
         costs_table_html(cost),
         '<p class="note">A cell is charged its graph runs plus an equal share of its shape\'s eager runs. '
@@ -209,7 +224,7 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
     ]
     if mem:
         parts += [
-            "<h2>Peak memory after capture</h2>",
+            f"<h2>Memory: {html.escape(memory_figure(t))}</h2>",
             '<div class="legend"><i style="background:#0969da;height:9px"></i>eager<i style="background:#e16f24;height:9px"></i>graph'
             " · median across runs; label: graph − eager</div>",
             mem,

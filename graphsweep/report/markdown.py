@@ -3,20 +3,25 @@
 
 from __future__ import annotations
 
+from typing import Any
 
-from graphsweep.vocab import SLOWDOWN, SPEEDUP
-from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, is_control
-from graphsweep.report.text import caveats, cost_sentence, display_reason, fmt_number, fmt_q, fmt_speedup, fmt_value, md_escape, truncate
+from graphsweep.judge import interval as iv
+from graphsweep.vocab import SLOWDOWN, SPEEDUP, TIMING_VERDICTS
+from graphsweep.report import recommend
+from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, flag, is_control
+from graphsweep.report.text import caveats, cost_sentence, display_reason, level, fmt_number, fmt_q, fmt_speedup, fmt_value, md_escape, truncate
 
 
 def render_markdown(t: SweepTables, cost: Cost, s: Summary) -> str:
-    conf = f"{t.confidence * 100:.0f}%"
+    conf = level(t)
     out = [f"## graphsweep: {t.sweep}", ""]
     if t.description:
         out += [t.description, ""]
     counts = ", ".join(f"**{n}** {v}" for v, n in s.counts.items() if n)
     out.append(f"{s.n_cells} cells ({counts}); {s.n_runs} runs; margin ±{t.margin:g}, {conf} intervals.")
     out.append("")
+    out += recommend.render_markdown(t, recommend.recommend(t))
+    out += ["### Cells", ""]
     axes = [a for a in t.axes if a in t.comparison.columns]
     head = [*axes, "variant", "verdict", f"speedup [{conf} CI]", "q", "eager ms", "graph ms", "Δ mem GB", "reason"]
     out.append("| " + " | ".join(head) + " |")
@@ -26,11 +31,14 @@ def render_markdown(t: SweepTables, cost: Cost, s: Summary) -> str:
         if is_control(r):
             verdict += " (A/A)"
         cells = [fmt_value(r.get(a)) for a in axes] + [
-            str(r.variant), verdict, fmt_speedup(r), fmt_q(r.get("q_value")), fmt_number(r.get("eager_step_ms"), ".2f"),
+            str(r.variant), verdict, fmt_speedup(r) + _thin_mark(r), fmt_q(r.get("q_value")), fmt_number(r.get("eager_step_ms"), ".2f"),
             fmt_number(r.get("graph_step_ms"), ".2f"), fmt_number(r.get("mem_delta_gb"), "+.2f"),
             truncate(display_reason(r), 160),
         ]  # fmt: skip
         out.append("| " + " | ".join(md_escape(c) for c in cells) + " |")
+    if any(_thin_mark(r) for _, r in t.comparison.iterrows()):
+        out += ["", f"¹ an arm of fewer than {iv.MIN_OWN_JOBS} jobs: its spread is the allowance, not measured "
+                "(Read with care)."]
     out += ["", "**GPU-hours**: " + cost_sentence(cost), ""]
     if cost.per_verdict_gpu_h:
         per = ", ".join(
@@ -42,3 +50,7 @@ def render_markdown(t: SweepTables, cost: Cost, s: Summary) -> str:
     out += [f"- {c}" for c in caveats(t, s)]
     out.append("")
     return "\n".join(out)
+
+
+def _thin_mark(r: Any) -> str:
+    return "¹" if r.get("verdict") in TIMING_VERDICTS and flag(r.get("thin")) else ""

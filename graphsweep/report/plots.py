@@ -7,6 +7,7 @@ import html
 import io
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from graphsweep.report.data import SweepTables, as_number, id_list, is_control
-from graphsweep.report.text import cell_label, fmt_speedup, fmt_value
+from graphsweep.report.shapes import shape_axes, shapes, varying_axes
+from graphsweep.report.text import cell_label, fmt_speedup, fmt_value, memory_figure
 from graphsweep.vocab import AA, EAGER, GRAPH, INCONCLUSIVE, NEUTRAL, OOM, SLOWDOWN, SPEEDUP, USABLE_OUTCOMES, VERDICT_COLORS
 
 
@@ -83,22 +85,27 @@ def _svg_size(m: re.Match[str]) -> str:
 
 
 def speedup_bars_svg(t: SweepTables) -> str:
-    """One panel per variant: speedup with its interval per cell (sweeps with fewer than two axes)."""
+    """Speedup with its interval per cell (sweeps with fewer than two varying axes): one panel per variant with a bar
+    per shape, or, for a sweep of one shape, one panel with a bar per variant."""
     plt = _plt()
     c = t.comparison[t.comparison.variant != AA]
     variants = list(dict.fromkeys(c.variant))
     if not variants:
         return ""
-    rows_max = max(int((c.variant == v).sum()) for v in variants)
-    ncol = min(len(variants), 3)
-    nrow = math.ceil(len(variants) / ncol)
+    axes = shape_axes(t)
+    if c.shape_id.nunique() == 1:
+        panels = [(cell_label(c.iloc[0], axes), c, lambda r: str(r.variant))]
+    else:
+        panels = [(str(v), c[c.variant == v], lambda r: cell_label(r, axes) or str(r.shape_id)) for v in variants]
+    rows_max = max(len(sub) for _, sub, _ in panels)
+    ncol = min(len(panels), 3)
+    nrow = math.ceil(len(panels) / ncol)
     fig, axs = plt.subplots(
         nrow, ncol, figsize=(4.3 * ncol, 0.6 + nrow * (0.5 + 0.24 * rows_max)), squeeze=False, sharex=True
     )
     vals = [x for x in pd.concat([c.ci_low, c.ci_high, c.speedup]).map(as_number) if x is not None] or [1.0]
     lo_x, hi_x = min(min(vals), 1 - 2 * t.margin) * 0.95, max(max(vals), 1 + 2 * t.margin) * 1.05
-    for ax, variant in zip(axs.flat, variants):
-        sub = c[c.variant == variant]
+    for ax, (title, sub, label) in zip(axs.flat, panels):
         y = np.arange(len(sub))[::-1]
         ax.axvspan(1 - t.margin, 1 + t.margin, color="#d0d7de", alpha=0.45, lw=0)
         ax.axvline(1.0, color="#57606a", lw=0.8)
@@ -111,11 +118,11 @@ def speedup_bars_svg(t: SweepTables) -> str:
             ax.barh(yi, s - 1.0, left=1.0, height=0.6, color=col, alpha=0.85)
             if lo is not None and hi is not None:
                 ax.errorbar(s, yi, xerr=[[s - lo], [hi - s]], fmt="none", ecolor="#24292f", elinewidth=1, capsize=2)
-        ax.set_yticks(y, [cell_label(r, t.axes) for _, r in sub.iterrows()])
-        ax.set_title(variant, loc="left", fontweight="bold")
+        ax.set_yticks(y, [label(r) for _, r in sub.iterrows()])
+        ax.set_title(title, loc="left", fontweight="bold")
         ax.set_xlim(lo_x, hi_x)
         ax.set_xlabel("speedup (eager / graph), bar = median, whisker = interval")
-    for ax in list(axs.flat)[len(variants) :]:
+    for ax in list(axs.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
     return _svg(fig, "speedup-bars", "speedup per cell and variant")
@@ -136,6 +143,47 @@ def _heat_color(s: float | None, verdict: str, margin: float) -> tuple[str, str]
     return f"#{r:02x}{g:02x}{b:02x}", "#ffffff" if a > 0.5 else "#1f2328"
 
 
+def heat_square(t: SweepTables, r: pd.Series | None) -> str:
+    """One cell as a coloured square linking to its row ('·' where the grid has no such cell)."""
+    if r is None:
+        return '<td class="hm-empty">·</td>'
+    s = as_number(r.speedup)
+    bg, fg = _heat_color(s, r.verdict, t.margin)
+    main = f"{s:.2f}×" if s is not None else html.escape(r.verdict)
+    lo, hi = as_number(r.get("ci_low")), as_number(r.get("ci_high"))
+    ci = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+    sub_txt = html.escape(r.verdict) if s is not None else ""
+    ring = ""
+    if r.verdict in (NEUTRAL, INCONCLUSIVE):  # undecided: a ring in the verdict colour
+        ring = f";box-shadow:inset 0 0 0 2px {VERDICT_COLORS[r.verdict]}"
+    return (
+        f'<td class="hm v-{html.escape(r.verdict)}" style="background:{bg};color:{fg}{ring}" title="{html.escape(str(r.reason or ""))}">'
+        f'<a href="#{cell_anchor(r.cell_id)}" style="color:{fg}"><b>{main}</b>'
+        f'<span class="hm-ci">{ci}</span><span class="hm-v">{sub_txt}</span></a></td>'
+    )
+
+
+def shape_grid_html(t: SweepTables, axes: list[str]) -> str:
+    """Speedup of every cell: one row per shape (its axis values in the first columns), one column per variant."""
+    c = t.comparison[t.comparison.variant != AA]
+    variants = list(dict.fromkeys(c.variant))
+    sids = list(dict.fromkeys([*shapes(t).get("shape_id", []), *c.shape_id]))
+    by = {(r.shape_id, r.variant): r for _, r in c.iterrows()}
+    first = {sid: g.iloc[0] for sid, g in c.groupby("shape_id", sort=False)}
+    head = "".join(f'<th class="hm-axis">{html.escape(a)}</th>' for a in axes) or '<th class="hm-axis">shape</th>'
+    head += "".join(f"<th>{html.escape(str(v))}</th>" for v in variants)
+    body = []
+    for sid in sids:
+        if sid not in first:  # a shape without a graph cell (only an A/A control)
+            continue
+        row = first[sid]
+        ths = "".join(f'<th class="hm-y">{html.escape(fmt_value(row.get(a)))}</th>' for a in axes) or \
+            f'<th class="hm-y">{html.escape(str(sid))}</th>'
+        body.append(f"<tr>{ths}{''.join(heat_square(t, by.get((sid, v))) for v in variants)}</tr>")
+    return (f'<div class="hm-wrap"><table class="heatmap shape-grid" id="shapes-by-variants"><thead><tr>{head}</tr>'
+            f"</thead><tbody>{''.join(body)}</tbody></table></div>")
+
+
 def heatmaps_html(t: SweepTables, varying: list[str]) -> str:
     """Speedup over the first two varying axes, one grid per variant (and per value of any further axis)."""
     c = t.comparison[t.comparison.variant != AA]
@@ -150,31 +198,14 @@ def heatmaps_html(t: SweepTables, varying: list[str]) -> str:
         for key, g in groups:
             key = key if isinstance(key, tuple) else (key,)
             title = html.escape(str(variant))
-            facet = ", ".join(f"{a}={k}" for a, k in zip(rest, key))
+            facet = ", ".join(f"{a}={k}" for a, k in zip(rest, key) if k)  # an unset axis: nothing to say
             by = {(value_key(r[ya]), value_key(r[xa])): r for _, r in g.iterrows()}
             head = "".join(f"<th>{html.escape(x)}</th>" for x in xs)
             body = []
             for yv in ys:
                 tds = []
                 for xv in xs:
-                    r = by.get((yv, xv))
-                    if r is None:
-                        tds.append('<td class="hm-empty">·</td>')
-                        continue
-                    s = as_number(r.speedup)
-                    bg, fg = _heat_color(s, r.verdict, t.margin)
-                    main = f"{s:.2f}×" if s is not None else html.escape(r.verdict)
-                    lo, hi = as_number(r.get("ci_low")), as_number(r.get("ci_high"))
-                    ci = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
-                    sub_txt = html.escape(r.verdict) if s is not None else ""
-                    ring = ""
-                    if r.verdict in (NEUTRAL, INCONCLUSIVE):  # undecided: a ring in the verdict colour
-                        ring = f";box-shadow:inset 0 0 0 2px {VERDICT_COLORS[r.verdict]}"
-                    tds.append(
-                        f'<td class="hm v-{html.escape(r.verdict)}" style="background:{bg};color:{fg}{ring}" title="{html.escape(str(r.reason or ""))}">'
-                        f'<a href="#{cell_anchor(r.cell_id)}" style="color:{fg}"><b>{main}</b>'
-                        f'<span class="hm-ci">{ci}</span><span class="hm-v">{sub_txt}</span></a></td>'
-                    )
+                    tds.append(heat_square(t, by.get((yv, xv))))
                 body.append(f'<tr><th class="hm-y">{html.escape(yv)}</th>{"".join(tds)}</tr>')
             blocks.append(
                 f'<div class="hm-block"><div class="hm-title">{title}'
@@ -183,6 +214,15 @@ def heatmaps_html(t: SweepTables, varying: list[str]) -> str:
                 f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
             )
     return f'<div class="hm-wrap">{"".join(blocks)}</div>'
+
+
+def cell_name(t: SweepTables, row: pd.Series) -> str:
+    """A cell in a plot label: the axes that tell its shape from the others', and its variant (only the variant
+    when the sweep has one shape)."""
+    axes = varying_axes(t)
+    if not axes:
+        return str(row.variant)
+    return f"{cell_label(row, axes) or row.shape_id} · {row.variant}"
 
 
 def value_key(v: Any) -> str:
@@ -199,7 +239,7 @@ def memory_svg(t: SweepTables, cap: int = MEMORY_CAP) -> tuple[str, int, int]:
     c = t.comparison[t.comparison.variant != AA]
     rows = [
         r for _, r in c.iterrows()
-        if as_number(r.get("eager_peak_mem_gb")) is not None or as_number(r.get("graph_peak_mem_gb")) is not None
+        if as_number(r.get("eager_mem_gb")) is not None or as_number(r.get("graph_mem_gb")) is not None
     ]  # fmt: skip
     n_data = len(rows)
     rows = rows[:cap]
@@ -208,8 +248,8 @@ def memory_svg(t: SweepTables, cap: int = MEMORY_CAP) -> tuple[str, int, int]:
     n = len(rows)
     fig, ax = plt.subplots(figsize=(9.5, 0.55 + 0.3 * n))
     y = np.arange(n)[::-1]
-    e = [as_number(r.get("eager_peak_mem_gb")) for r in rows]
-    g = [as_number(r.get("graph_peak_mem_gb")) for r in rows]
+    e = [as_number(r.get("eager_mem_gb")) for r in rows]
+    g = [as_number(r.get("graph_mem_gb")) for r in rows]
     top = max([v for v in e + g if v is not None] or [1.0])
     ax.barh(y + 0.19, [v or 0 for v in e], height=0.36, color=EAGER_COLOR, label=EAGER)
     ax.barh(y - 0.19, [v or 0 for v in g], height=0.36, color=GRAPH_COLOR, label=GRAPH)
@@ -222,11 +262,11 @@ def memory_svg(t: SweepTables, cap: int = MEMORY_CAP) -> tuple[str, int, int]:
         if d is not None and ev:
             label = f"{d:+.2f} GB ({d / ev:+.0%})"
             ax.text(max(ev, gv or 0) + top * 0.01, yi, label, va="center", fontsize=7.5, color="#57606a")
-    ax.set_yticks(y, [f"{cell_label(r, t.axes)} · {r.variant}" for r in rows])
+    ax.set_yticks(y, [cell_name(t, r) for r in rows])
     ax.set_xlim(0, top * 1.22)
-    ax.set_xlabel("peak memory after capture (GB)")
+    ax.set_xlabel(f"{memory_figure(t)} (GB)")
     fig.tight_layout()
-    return _svg(fig, "memory-bars", "peak memory eager vs graph per cell"), len(rows), n_data
+    return _svg(fig, "memory-bars", f"{memory_figure(t)}, eager vs graph per cell"), len(rows), n_data
 
 
 @dataclass
@@ -335,7 +375,7 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
                         solid_capstyle="butt", alpha=0.7)  # fmt: skip
         ax.set_ylim(0, top * 1.04)
         verdict = str(row.verdict)
-        ax.set_title(f"{cell_label(row, t.axes)} · {row.variant}", loc="left", fontsize=8, pad=12)
+        ax.set_title(textwrap.fill(cell_name(t, row), 46), loc="left", fontsize=8, pad=12)
         ax.text(0.0, 1.01, f"{verdict}  {fmt_speedup(row, ci=False) if as_number(row.get('speedup')) else ''}",
                 transform=ax.transAxes, fontsize=7.5, color=VERDICT_COLORS.get(verdict, "#24292f"),
                 fontweight="bold", va="bottom")  # fmt: skip

@@ -5,22 +5,31 @@ interpreted as markup: Markdown is escaped here, HTML by its renderer).
 from __future__ import annotations
 
 import html
+import math
 import re
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
+from graphsweep.judge import interval as iv
+from graphsweep.judge import parity as lp
+from graphsweep.judge import prose
+from graphsweep.judge import verdict as vd
 from graphsweep.vocab import TIMING_VERDICTS
 from graphsweep.report.data import Cost, Summary, SweepTables, as_number
 
 
 def cell_label(row: pd.Series | dict[str, Any], axes: Sequence[str]) -> str:
-    parts = [f"{a}={fmt_value(row.get(a))}" for a in axes if a in row]
-    return " ".join(parts) if parts else str(row.get("shape_id"))
+    """'hidden=256 heads=4': the given axes that the row sets (an axis a shape leaves unset is left out)."""
+    parts = [f"{a}={fmt_value(row.get(a))}" for a in axes if a in row and fmt_value(row.get(a))]
+    return " ".join(parts)
 
 
 def fmt_value(v: Any) -> str:
+    """An axis value as the reader typed it; '' for a value the shape does not set (None, NaN)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+        return ""
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     if isinstance(v, (list, tuple, np.ndarray)):
@@ -50,21 +59,27 @@ def fmt_q(v: Any) -> str:
     return "<0.001" if q < 0.001 else f"{q:.3f}" if q < 0.1 else f"{q:.2f}"
 
 
-_INTERVAL_SENTENCE = re.compile(r"^.*?(?:excludes|lies inside|straddles) 1 ± [0-9.]+:?\s*")
-
-
 def short_reason(row: pd.Series | dict[str, Any]) -> str:
-    """The reason without what the table already shows: for timing verdicts, drop the interval sentence.
+    """The reason without what the table already shows: for a timing verdict, only what its interval does not say
+    (the planning hint, the memory price, thin or coarse data, excluded runs), from the fields (judge/prose.py).
 
-    Keeps what follows it: the planning hint of an inconclusive cell, the memory price of a speedup,
-    the single-repeat warning and any excluded runs.
+    A table judged before schema version 3 has no such fields: its stored sentence is shown as it is.
     """
-    reason = str(row.get("reason") or "").strip()
-    if row.get("verdict") in TIMING_VERDICTS:
-        m = _INTERVAL_SENTENCE.match(reason)
-        if m:
-            return reason[m.end() :].lstrip("; ").strip()
-    return reason
+    if row.get("verdict") in TIMING_VERDICTS and as_number(row.get("alpha")) is not None:
+        # thin data is marked ¹ next to the figures and explained once under the table, not in every row
+        return "; ".join(prose.notes(dict(row, thin=False)))
+    return str(row.get("reason") or "").strip()
+
+
+def level(t: SweepTables) -> str:
+    """'95%' or '97.5%': the level of the sweep's intervals."""
+    return f"{t.confidence * 100:g}%"
+
+
+def memory_figure(t: SweepTables) -> str:
+    """What the sweep's memory columns measure ('steady-state reserved memory'), from comparison `mem_metric`."""
+    metrics = t.comparison["mem_metric"].dropna().unique() if "mem_metric" in t.comparison.columns else []
+    return " / ".join(vd.MEMORY_FIGURES.get(m, m) for m in metrics) or "the runs' memory figure"
 
 
 # PyTorch >= 2.4 allocator message (megatron-reference.md §6; older builds print "capacty"): the numbers a reader
@@ -99,7 +114,34 @@ def md_escape(s: str) -> str:
 
 
 def truncate(s: str, n: int) -> str:
-    return s if len(s) <= n else s[: n - 1].rstrip() + "…"
+    """At most n characters, cut at a word boundary (never inside a word or a `code` span) with an ellipsis."""
+    if len(s) <= n:
+        return s
+    cut = s[: n - 1]
+    space = cut.rfind(" ")
+    if space > n // 2:  # a word boundary not too far back; else (one very long word) cut it
+        cut = cut[:space]
+    if cut.count("`") % 2:  # an open code span would swallow the rest of the line
+        cut = cut[: cut.rfind("`")]
+    return cut.rstrip(" ;,:(") + " …"
+
+
+# Markup characters: emphasis, code, HTML, table pipes, and a `]` that would close a link; an underscore inside a
+# word and a bracketed interval such as [1.51, 3.64] are literal in GitHub Markdown and stay readable as they are.
+_MD_SPECIAL = re.compile(r"[\\`*<>|]|\](?=[(\[])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_text(s: str) -> str:
+    """User text as literal Markdown: markup characters escaped (an underscore inside a word stays as it is)."""
+    return _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), str(s)).replace("\n", " ")
+
+
+def md_code(s: str) -> str:
+    """A Markdown code span that holds s literally, backticks included."""
+    longest = max((len(r) for r in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def cost_sentence(cost: Cost) -> str:
@@ -117,40 +159,56 @@ def cost_sentence(cost: Cost) -> str:
 
 
 def caveats(t: SweepTables, s: Summary) -> list[str]:
-    conf = f"{t.confidence * 100:.0f}%"
+    conf = level(t)
     out = [
         f"Speedup = eager step time / graph step time (>1: the graph is faster), median of each run's steady window; "
         f"`speedup`/`slowdown` only when the whole {conf} interval lies beyond 1 ± {t.margin:g} (the practical margin), "
         f"`neutral` when it lies inside, `inconclusive` when it straddles an edge (more repeats would decide).",
     ]
-    if s.single_repeat_cells:
+    if s.thin_cells:
         out.append(
-            f"{len(s.single_repeat_cells)} cell(s) had one usable run per arm: their interval is within-run only "
-            "(bootstrap of iteration times) and understates job-to-job noise; rerun with `repeats: 3` or more to trust them."
+            f"{len(s.thin_cells)} timed cell(s) had fewer than {iv.MIN_OWN_JOBS} jobs in an arm: for that arm the "
+            f"interval assumes a job-to-job spread of sd {iv.SPREAD_ALLOWANCE:g} of log step time (the largest seen on "
+            "real H200 jobs) instead of a measured one, so only large effects are decided; run more repeats to "
+            "measure it (docs/statistics.md)."
         )
     elif any(v in TIMING_VERDICTS for v in s.counts if s.counts[v]):
         out.append("Every timed cell's interval comes from repeated jobs (jobs are the replicates).")
     else:
         out.append("No cell has a timing verdict: both arms must complete a steady window to be compared.")
+    if s.resolution_limited_cells:
+        out.append(
+            f"{len(s.resolution_limited_cells)} inconclusive cell(s) are limited by the logs' print step (0.1 ms for "
+            "Megatron's elapsed time): a difference smaller than the rounding cannot be decided by more repeats."
+        )
     if s.bh_m:
         frag = (
-            f" {len(s.fdr_fragile)} speedup/slowdown cell(s) have q > {1 - t.confidence:.2f}: "
+            f" {len(s.fdr_fragile)} speedup/slowdown cell(s) have q ≥ {1 - t.confidence:g}: "
             "they may not survive the correction across cells." if s.fdr_fragile
-            else f" Every speedup/slowdown has q ≤ {1 - t.confidence:.2f}."
+            else f" Every speedup/slowdown has q < {1 - t.confidence:g}."
         )  # fmt: skip
         out.append(
-            f"q-values: Benjamini–Hochberg across the {s.bh_m} timed cells of the sweep (A/A controls excluded); "
-            f"verdicts use each cell's interval.{frag}"
+            f"q-values: Benjamini–Hochberg across the {s.bh_m} timed cells of the sweep (A/A controls excluded), on "
+            f"the p-value of a difference beyond the margin (the hypothesis the verdicts use).{frag}"
         )
     if s.n_control:
         rate = f"{s.aa_fp / s.aa_judged:.0%}" if s.aa_judged else "n/a"
         out.append(
             f"A/A control (eager vs eager): {s.aa_fp} of {s.aa_judged} judged control cells flagged a difference "
-            f"(measured false-positive rate {rate}; expected ≤ {1 - t.confidence:.0%})."
+            f"(measured false-positive rate {rate}; expected ≤ {(1 - t.confidence) * 100:g}%)."
         )
     else:
         out.append("No A/A control cells were run: the cluster's false-positive rate was not measured (`aa_control: true`).")
-    out.append("Memory: peak after capture, median across runs; Δ = graph − eager.")
+    if s.parity:
+        ok, bad = s.parity.get(lp.PARITY_OK, 0), s.parity.get(lp.DIVERGED, 0) + s.parity.get(lp.NONFINITE, 0)
+        worst = f" (closest: {s.parity_worst:.2f} of the tolerance)" if s.parity_worst is not None else ""
+        unchecked = s.parity.get(lp.UNCHECKED, 0)
+        out.append(
+            f"Loss parity: {ok} graph cell(s) train the same model as eager, lm loss within tolerance at every "
+            f"iteration{worst}; {bad} diverged (invalid){f'; {unchecked} unchecked' if unchecked else ''}. "
+            f"Tolerance: max({lp.LOSS_FLOOR:g}, {lp.ENVELOPE_FACTOR:g} x the eager repeats' own divergence)."
+        )
+    out.append(f"Memory: {memory_figure(t)}, median across runs; Δ = graph − eager (docs/tables.md `mem_metric`).")
     return out
 
 

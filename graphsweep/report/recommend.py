@@ -1,0 +1,296 @@
+"""Recommendations: per shape, which graph setting to use. The fastest variant whose speedup is decided (verdict
+speedup; of several, the highest speedup, saying when intervals overlap so the ranking is not certain), with its
+memory price and the overrides to paste; else "stay eager", saying which verdicts kept every variant out.
+
+Reads the verdict fields of comparison.parquet and the commands of plan.parquet, never a reason's text. The same
+sentences make the Markdown list and the HTML table.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from graphsweep.judge import interval as iv
+from graphsweep.judge import parity as lp
+from graphsweep.judge import prose
+from graphsweep.judge import verdict as vd
+from graphsweep.vocab import (
+    AA, BASELINE_FAILED, BLOCKED, FAILED, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN, SPEEDUP,
+    VERDICT_COLORS, VERDICTS,
+)  # fmt: skip
+from graphsweep.workloads import megatron_bridge as mb
+from graphsweep.report.data import SweepTables, as_number, flag
+from graphsweep.report.shapes import Overrides, graph_overrides, shape_axes
+from graphsweep.report.text import cell_label, fmt_speedup, fmt_value, level, md_code, md_inline, md_text
+
+
+@dataclass
+class Recommendation:
+    shape_id: str
+    cells: list[pd.Series]  # the shape's graph cells (A/A control excluded), in table order
+    choice: pd.Series | None  # the recommended cell, None: stay eager (or nothing to compare)
+    overrides: Overrides | None  # what the choice's command adds to eager (None: not in the plan)
+
+    @property
+    def baseline_failed(self) -> bool:
+        """The shape's eager runs failed: there is nothing to stay with, and nothing was compared."""
+        return self.choice is None and any(c.verdict == BASELINE_FAILED for c in self.cells)
+
+    def rivals(self) -> list[pd.Series]:
+        """Other timed cells whose interval reaches the choice's: the data do not rank the choice above them."""
+        if self.choice is None:
+            return []
+        lo = as_number(self.choice.get("ci_low"))
+        out = []
+        for c in self.cells:
+            hi = c.get("ci_high")  # an open interval (ci_high inf) reaches every speedup
+            hi = math.inf if isinstance(hi, float) and math.isinf(hi) and hi > 0 else as_number(hi)
+            if c.cell_id != self.choice.cell_id and c.verdict in (SPEEDUP, INCONCLUSIVE) and lo is not None \
+                    and hi is not None and hi >= lo:
+                out.append(c)
+        return out
+
+
+def recommend(t: SweepTables) -> list[Recommendation]:
+    """One recommendation per shape that has a graph cell, in the comparison table's order."""
+    c = t.comparison
+    if not len(c):
+        return []
+    main = c[c.variant != AA]
+    out = []
+    for sid in dict.fromkeys(main.shape_id):
+        cells = [r for _, r in main[main.shape_id == sid].iterrows()]
+        fast = [r for r in cells if r.verdict == SPEEDUP and as_number(r.get("speedup")) is not None]
+        choice = max(fast, key=lambda r: as_number(r.get("speedup")) or 0.0) if fast else None
+        found = graph_overrides(t, choice) if choice is not None else None
+        out.append(Recommendation(str(sid), cells, choice, found if found and found.paste else None))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Words (plain text; `code` spans marked with backticks, rendered by each report)
+def _names(cells: list[pd.Series]) -> str:
+    names = [str(c.variant) for c in cells]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _pct(delta: float, base: float | None) -> str:
+    return f" ({delta / base:+.0%})" if base else ""
+
+
+def memory_cost(cell: pd.Series) -> str:
+    """'+0.07 GB steady-state allocated memory (+54%)', or '' when the cell has no memory figure."""
+    d = as_number(cell.get("mem_delta_gb"))
+    if d is None:
+        return ""
+    return f"{d:+.2f} GB {prose.memory_words(cell)}{_pct(d, as_number(cell.get('eager_mem_gb')))}"
+
+
+def step_times(cell: pd.Series) -> str:
+    e, g = as_number(cell.get("eager_step_ms")), as_number(cell.get("graph_step_ms"))
+    return f"{e:.2f} → {g:.2f} ms per step" if e is not None and g is not None else ""
+
+
+def _undecided(c: pd.Series) -> str:
+    need = as_number(c.get("repeats_needed"))
+    if flag(c.get("resolution_limited")):
+        how = "the logs' print step cannot decide it"
+    elif need is not None:
+        how = f"about {int(need)} repeats per arm would decide it"
+    else:
+        how = f"more than {iv.POWER_CAP} repeats per arm would be needed"
+    return f"{c.variant} {fmt_speedup(c)}, {how}"
+
+
+def _speedups(cells: list[pd.Series]) -> str:
+    """'0.94× [0.92, 0.96]' for one cell, 'attn 0.9× [..], mlp 0.95× [..]' for several."""
+    if len(cells) == 1:
+        return fmt_speedup(cells[0])
+    return ", ".join(f"{c.variant} {fmt_speedup(c)}" for c in cells)
+
+
+def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
+    """Why these cells of one verdict are no recommendation."""
+    names = _names(cells)
+    if verdict == SLOWDOWN:
+        return f"{names} slower than eager: {_speedups(cells)}"
+    if verdict == NEUTRAL:
+        return f"{names} no faster than eager (inside 1 ± {margin:g}): {_speedups(cells)}"
+    if verdict == INCONCLUSIVE:
+        return "undecided (`graphsweep more-repeats` plans the repeats): " + "; ".join(_undecided(c) for c in cells)
+    if verdict == OOM:
+        some = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_SOMETIMES_OOM]
+        tail = " in some repeats (near the memory limit)" if len(some) == len(cells) else " where eager fit"
+        return f"{names} ran out of memory{tail}"
+    if verdict == BLOCKED:
+        rules = sorted({str(c.get("rule_id")) for c in cells if fmt_value(c.get("rule_id"))})
+        return f"{names} blocked before running" + (f" (preflight `{'`, `'.join(rules)}`)" if rules else "")
+    if verdict == INVALID:
+        diverged = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_LOSS_DIVERGED]
+        what = "trains another model (loss diverged)" if len(diverged) == len(cells) else \
+            "invalid (no evidence of a captured and replayed graph, or a diverged loss)"
+        return f"{names} {what}"
+    if verdict == FAILED:
+        return f"{names} failed (no usable graph run while eager completed)"
+    if verdict == NOT_COMPARABLE:
+        return f"{names} not comparable (the arms ran in different environments)"
+    if verdict == BASELINE_FAILED:
+        fixed = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_FIXES_FAILURE]
+        tail = f"; {_names(fixed)} completed where eager did not" if fixed else ""
+        return f"the eager baseline has no usable run: nothing to compare against{tail}"
+    return f"{names} {verdict}"
+
+
+def headline(rec: Recommendation) -> str:
+    """'use full_iteration', 'stay eager' or 'no recommendation'."""
+    if rec.choice is not None:
+        return f"use {rec.choice.variant}"
+    return "no recommendation" if rec.baseline_failed else "stay eager"
+
+
+def details(rec: Recommendation, t: SweepTables) -> list[str]:
+    """What qualifies the headline: the ranking, the other variants' verdicts, what more repeats would decide."""
+    out: list[str] = []
+    ch = rec.choice
+    others = [c for c in rec.cells if ch is None or c.cell_id != ch.cell_id]
+    if ch is not None:
+        rivals = rec.rivals()
+        if rivals:
+            out.append(
+                f"not certain: {ch.variant}'s interval overlaps {'that' if len(rivals) == 1 else 'those'} of "
+                f"{', '.join(f'{c.variant} {fmt_speedup(c)}' for c in rivals)}: the data do not rank them for certain"
+            )
+        also = [c for c in others if c.verdict == SPEEDUP and c.cell_id not in {r.cell_id for r in rivals}]
+        if also:
+            out.append("also faster, by less: " + ", ".join(f"{c.variant} {fmt_speedup(c)}" for c in also))
+        alpha = 1 - t.confidence
+        q = as_number(ch.get("q_value"))
+        if q is not None and q >= alpha:
+            out.append(f"q = {q:.2g} ≥ {alpha:g}: the speedup may not survive the correction across the sweep's cells")
+        if flag(ch.get("thin")):
+            out.append(f"an arm had fewer than {iv.MIN_OWN_JOBS} jobs: the interval rests on the spread allowance; "
+                       "more repeats would narrow it")
+        if ch.get("loss_parity") == lp.UNCHECKED:
+            out.append("loss parity unchecked (no lm loss in both arms of one seed)")
+    elif not rec.baseline_failed and rec.cells:
+        out.append("no variant is decided faster")
+    groups: dict[str, list[pd.Series]] = {}
+    for c in others:
+        if ch is not None and c.verdict == SPEEDUP:
+            continue
+        if ch is not None and c.verdict == INCONCLUSIVE and c.cell_id in {r.cell_id for r in rec.rivals()}:
+            groups.setdefault(INCONCLUSIVE, []).append(c)  # said as a rival; its repeats still belong here
+            continue
+        groups.setdefault(str(c.verdict), []).append(c)
+    order = [*[v for v in VERDICTS if v in groups], *[v for v in groups if v not in VERDICTS]]
+    if rec.baseline_failed:  # the reason there is nothing to recommend comes first
+        order = [BASELINE_FAILED, *[v for v in order if v != BASELINE_FAILED]]
+    out += [_group(v, groups[v], t.margin) for v in order]
+    return out
+
+
+def paste_words(rec: Recommendation) -> tuple[str, str]:
+    """(what the overrides are called, the line to paste) for the choice; ('', '') when there is none."""
+    o = rec.overrides
+    if rec.choice is None or o is None:
+        return "", ""
+    what = "Megatron Bridge overrides" if o.workload == mb.KIND else "trainer flags"
+    return what, o.line
+
+
+# --------------------------------------------------------------------------------------------------
+# The section in both reports
+NO_COMMAND = "the plan's commands do not show how this variant differs from eager: see its runs' config.yaml"
+
+
+def _shape_name(rec: Recommendation, t: SweepTables) -> str:
+    return cell_label(rec.cells[0], shape_axes(t)) or rec.shape_id
+
+
+def intro(t: SweepTables) -> str:
+    return (f"Per shape: the fastest graph variant whose speedup is decided (its whole {level(t)} interval above "
+            f"1 + {t.margin:g}), with its memory cost and what to paste into the training command; else eager, "
+            "and why.")
+
+
+def render_markdown(t: SweepTables, recs: list[Recommendation]) -> list[str]:
+    if not recs:
+        return []
+    out = ["### Recommendations", "", intro(t), ""]
+    for rec in recs:
+        head = f"- **{md_text(_shape_name(rec, t))}**: "
+        ch = rec.choice
+        notes = details(rec, t)
+        if ch is not None:
+            gain = [f"{fmt_speedup(ch)} faster", step_times(ch), memory_cost(ch) and f"for {memory_cost(ch)}"]
+            head += f"**{md_text(headline(rec))}**: " + md_text(", ".join(x for x in gain if x))
+        else:
+            head += f"**{headline(rec)}**" + (f": {_md_words(notes.pop(0))}" if notes else "")
+        out.append(head)
+        what, line = paste_words(rec)
+        if line:
+            out.append(f"  - {what} to paste: {md_code(line)}")
+            if rec.overrides and rec.overrides.shared:
+                out.append(f"  - both arms also ran with {md_code(rec.overrides.shared_line)} (as measured)")
+        elif ch is not None:
+            out.append(f"  - {NO_COMMAND}")
+        out += [f"  - {_md_words(d)}" for d in notes]
+    out.append("")
+    return out
+
+
+def _md_words(text: str) -> str:
+    """Plain words with `code` spans kept as code and everything else escaped."""
+    parts = text.split("`")
+    return "".join(md_code(p) if k % 2 else md_text(p) for k, p in enumerate(parts))
+
+
+def _paste_html(rec: Recommendation) -> str:
+    what, line = paste_words(rec)
+    if not line:
+        return f'<span class="muted">{html.escape(NO_COMMAND)}</span>' if rec.choice is not None else ""
+    out = f'<div class="muted">{html.escape(what)}</div><code class="paste">{html.escape(line)}</code>'
+    if rec.overrides and rec.overrides.shared:
+        out += ('<div class="muted">both arms also ran with</div>'
+                f'<code class="paste shared">{html.escape(rec.overrides.shared_line)}</code>')
+    return out
+
+
+def render_html(t: SweepTables, recs: list[Recommendation]) -> str:
+    if not recs:
+        return ""
+    show_paste = any(rec.choice is not None for rec in recs)
+    head = (f"<th>shape</th><th>use</th><th class='num'>speedup [{html.escape(level(t))} CI]</th>"
+            "<th class='num'>step ms<br>eager → graph</th><th class='num'>Δ mem GB</th>"
+            + ("<th>paste</th>" if show_paste else "") + "<th>why</th>")
+    rows = []
+    for rec in recs:
+        ch = rec.choice
+        if ch is not None:
+            use = f'<span class="badge" style="background:{VERDICT_COLORS[SPEEDUP]}">{html.escape(str(ch.variant))}</span>'
+            lo, hi = as_number(ch.get("ci_low")), as_number(ch.get("ci_high"))
+            ci = f' <span class="ci">[{lo:.2f}, {hi:.2f}]</span>' if lo is not None and hi is not None else ""
+            speed = f"<b>{html.escape(fmt_speedup(ch, ci=False))}</b>{ci}"
+            e, g = as_number(ch.get("eager_step_ms")), as_number(ch.get("graph_step_ms"))
+            steps = f"{e:.2f} → {g:.2f}" if e is not None and g is not None else "—"
+            d = as_number(ch.get("mem_delta_gb"))
+            mem = f"{d:+.2f}" if d is not None else "—"
+        else:
+            use = f'<span class="rec-eager">{html.escape(headline(rec))}</span>'
+            eager = [as_number(c.get("eager_step_ms")) for c in rec.cells]
+            eager = [x for x in eager if x is not None]
+            speed, mem = '<span class="muted">—</span>', ""
+            steps = f"{eager[0]:.2f} (eager)" if eager else ""
+        why = "".join(f"<li>{md_inline(x)}</li>" for x in details(rec, t))
+        rows.append(
+            f'<tr data-shape="{html.escape(rec.shape_id)}"><td class="shape">{html.escape(_shape_name(rec, t))}</td>'
+            f'<td>{use}</td><td class="num">{speed}</td><td class="num">{steps}</td><td class="num">{mem}</td>'
+            + (f'<td class="rec-paste">{_paste_html(rec)}</td>' if show_paste else "")
+            + f'<td class="rec-why"><ul>{why}</ul></td></tr>'
+        )
+    return (f'<h2 id="recommendations">Recommendations</h2><p class="note">{html.escape(intro(t))}</p>'
+            f'<table class="cells recs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')

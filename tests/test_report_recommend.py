@@ -1,0 +1,242 @@
+"""The report's answer per shape (Recommendations), the shapes x variants grid, unset axes and cut reasons.
+
+Constructed tables from tests/test_report.py (named so), plus the real commands of the committed Megatron Bridge
+example sweeps (results/examples/*/runs/*/config.yaml) and of the paired golden plan (tests/golden/).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from graphsweep.report.data import cost_accounting, load_tables, summarize
+from graphsweep.report.markdown import render_markdown
+from graphsweep.report.recommend import recommend
+from graphsweep.report.shapes import arm_argvs, command_items, full_grid, graph_overrides, varying_axes
+from graphsweep.report.text import cell_label, fmt_value, truncate
+from graphsweep.report.write import write_reports
+from graphsweep.store.tables import read_table, write_table
+from test_report import build_sweep
+from tests.conftest import ROOT
+
+EXAMPLES = ROOT / "results" / "examples"
+ENTRY = "python -m graphsweep.entry.builtin_gpt"
+FLAGS = {"eager": "--variant eager", "full_iteration": "--variant full_iteration", "attn": "--variant scoped --scope attn",
+         "aa": "--variant eager"}  # fmt: skip
+
+
+def _builtin_commands(paths: dict[str, Path]) -> None:
+    """Give the constructed plan the commands a builtin sweep has (the seed differs per repeat, as in a real plan)."""
+    plan = read_table(paths["plan"])
+    plan["workload"] = "builtin"
+    plan["command"] = [f"{ENTRY} --hidden {r.hidden} --micro-batch {r.micro_batch} --seed {r['repeat']} {FLAGS[r.variant]}"
+                       for _, r in plan.iterrows()]  # fmt: skip
+    write_table(plan, paths["plan"], "plan", extra={"spec": {"sweep": "h200-tiny-llama", "margin": 0.02}})
+
+
+def _report(paths: dict[str, Path], out: Path) -> tuple[str, str]:
+    write_reports(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"], out / "r.md", out / "r.html")
+    return (out / "r.md").read_text(), (out / "r.html").read_text()
+
+
+def _markdown(paths: dict[str, Path]) -> str:
+    """report.md alone (no plots drawn: fast)."""
+    t = load_tables(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"])
+    return render_markdown(t, cost_accounting(t), summarize(t))
+
+
+def _section(md: str) -> str:
+    return md.split("### Recommendations", 1)[1].split("### Cells", 1)[0]
+
+
+@pytest.fixture()
+def sweep(tmp_path: Path) -> dict[str, Path]:
+    paths = build_sweep(tmp_path / "t")
+    _builtin_commands(paths)
+    return paths
+
+
+def test_each_shape_gets_a_choice_or_stay_eager_with_why(sweep: dict[str, Path], tmp_path: Path) -> None:
+    md, page = _report(sweep, tmp_path)
+    rec = _section(md)
+    lines = [line for line in rec.splitlines() if line.startswith("- ")]
+    assert len(lines) == 4  # one per shape; the A/A control is no variant to recommend
+    assert lines[0] == ("- **hidden=1024 micro_batch=1**: **use full_iteration**: 6.89× [6.71, 7.08] faster, "
+                        "63.40 → 9.20 ms per step, for +1.70 GB memory (+16%)")  # fmt: skip
+    assert "  - trainer flags to paste: `--variant full_iteration`" in rec  # the seed differs per repeat: not a flag
+    assert "also faster, by less: attn 1.59× [1.52, 1.66]" in rec  # intervals apart: no 'not certain'
+    assert "not certain" not in rec
+    assert lines[1] == "- **hidden=1024 micro_batch=2**: **stay eager**: no variant is decided faster"
+    assert ("undecided (`graphsweep more-repeats` plans the repeats): full_iteration 1.03× [0.86, 1.24], about 14 "
+            "repeats per arm would decide it; attn 1.00× [0.60, 1.70], about 4 repeats per arm would decide it") in rec
+    assert lines[2] == "- **hidden=2048 micro_batch=1**: **stay eager**: no variant is decided faster"
+    assert "  - attn slower than eager: 0.95× [0.94, 0.96]" in rec
+    assert "  - full_iteration ran out of memory where eager fit" in rec
+    # the eager arm itself ran out of memory: nothing to stay with
+    assert lines[3] == ("- **hidden=2048 micro_batch=2**: **no recommendation**: the eager baseline has no usable run: "
+                        "nothing to compare against")  # fmt: skip
+    assert "  - full_iteration blocked before running (preflight `full_iteration_nan_check`)" in rec
+    # the HTML section says the same, one row per shape, the line to paste as code
+    html_rec = page.split('<h2 id="recommendations">', 1)[1].split("</table>", 1)[0]
+    assert len(re.findall(r"<tr data-shape=", html_rec)) == 4
+    assert '<code class="paste">--variant full_iteration</code>' in html_rec
+    assert html_rec.count('class="rec-eager">stay eager<') == 2 and ">no recommendation<" in html_rec
+    assert "<code>full_iteration_nan_check</code>" in html_rec
+
+
+def test_overlapping_intervals_say_the_choice_is_not_certain(sweep: dict[str, Path], tmp_path: Path) -> None:
+    comp = read_table(sweep["comparison"])
+    attn = comp.cell_id == "h1024-mb1-3f9a.attn"
+    comp.loc[attn, ["speedup", "ci_low", "ci_high"]] = [6.5, 6.0, 6.8]
+    write_table(comp, sweep["comparison"], "comparison", extra={"margin": 0.02})
+    rec = _section(_markdown(sweep))
+    assert "**use full_iteration**: 6.89× [6.71, 7.08]" in rec  # the higher speedup
+    assert ("not certain: full_iteration's interval overlaps that of attn 6.50× [6.00, 6.80]: the data do not rank "
+            "them for certain") in rec
+    # the higher speedup wins whichever variant it is, and brings its own flags
+    comp.loc[attn, ["speedup", "ci_low", "ci_high"]] = [8.0, 7.5, 8.6]
+    write_table(comp, sweep["comparison"], "comparison", extra={"margin": 0.02})
+    rec = _section(_markdown(sweep))
+    assert "**use attn**: 8.00× [7.50, 8.60] faster" in rec and "`--variant scoped --scope attn`" in rec
+    assert "also faster, by less: full_iteration 6.89×" in rec
+
+
+def test_a_plan_without_distinct_commands_says_so(tmp_path: Path) -> None:
+    paths = build_sweep(tmp_path / "t")  # every command is "python mb_run.py ...": no difference to paste
+    rec = _section(_markdown(paths))
+    assert "the plan's commands do not show how this variant differs from eager" in rec
+    assert "flags to paste" not in rec and "overrides to paste" not in rec
+
+
+def _megatron_plan(sweep: str) -> pd.DataFrame:
+    """A plan table of a committed Megatron example from its run folders' config.yaml (run metadata + launch.shell)."""
+    rows = []
+    for cfg in sorted((EXAMPLES / sweep / "runs").glob("*/config.yaml")):
+        c = yaml.safe_load(cfg.read_text())
+        rows.append({**c["run"], "command": c["launch"]["shell"], "overrides": c["launch"]["overrides"]})
+    return pd.DataFrame(rows)
+
+
+def _tables(plan: pd.DataFrame) -> object:
+    return type("T", (), {"plan": plan, "axes": []})()
+
+
+@pytest.mark.parametrize("sweep", ["megatron-tiny-vanilla-gpt", "megatron-tiny-moe"])
+def test_bridge_overrides_are_what_the_graph_run_sets_and_eager_does_not(sweep: str) -> None:
+    plan = _megatron_plan(sweep)
+    t = _tables(plan)
+    for cell_id, runs in plan[plan.arm == "graph"].groupby("cell_id"):
+        cell = runs.iloc[0]
+        o = graph_overrides(t, cell)
+        assert o is not None and o.workload == "megatron_bridge"
+        # config.yaml's launch.overrides say the same: the keys whose value differs from the eager run of the repeat
+        eager = plan[(plan.shape_id == cell.shape_id) & (plan.arm == "eager") & (plan["repeat"] == cell["repeat"])].iloc[0]
+        differ = {k for k, v in cell.overrides.items() if eager.overrides.get(k, object()) != v}
+        pasted = {key for key, _ in command_items(list(o.paste))}
+        nan_keys = {"rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"}
+        assert pasted - nan_keys == differ, cell_id
+        assert "model.cuda_graph_impl" in differ and "model.use_te_rng_tracker" in differ
+        if cell.variant == "full_iteration":  # Bridge refuses it with NaN checks on: they are part of the paste
+            assert nan_keys <= pasted and o.shared == ("model.cuda_graph_warmup_steps=3",)
+        else:
+            assert not nan_keys & pasted and "model.cuda_graph_warmup_steps=3" in o.shared
+    attn_mlp = plan[plan.cell_id.str.endswith(".attn+mlp")]
+    if len(attn_mlp):
+        assert graph_overrides(t, attn_mlp.iloc[0]).line == (
+            "model.cuda_graph_impl=transformer_engine 'model.cuda_graph_scope=[attn,mlp]' model.use_te_rng_tracker=true "
+            "rng.te_rng_tracker=true"
+        )
+
+
+def test_pair_jobs_give_the_overrides_from_their_two_plans() -> None:
+    """A paired sweep's plan has one row per pair job; its command holds both arms' launch plans (run/abba.py)."""
+    lines = (ROOT / "tests" / "golden" / "megatron-tiny-moe-paired.txt").read_text().splitlines()[1:]
+    rows = []
+    for run_id, command in zip(lines[::2], lines[1::2]):
+        cell_id = run_id.rsplit(".pair.", 1)[0]
+        rows.append(dict(run_id=run_id, cell_id=cell_id, shape_id=cell_id.split(".")[0], arm="pair", command=command.strip(),
+                         variant=cell_id.split(".", 1)[1], workload="megatron_bridge"))  # fmt: skip
+    plan = pd.DataFrame(rows)
+    argvs = arm_argvs(plan.iloc[0])
+    assert set(argvs) == {"eager", "graph"} and argvs["eager"][0].startswith("CUDA_DEVICE_MAX_CONNECTIONS=")
+    t = _tables(plan)
+    attn = plan[plan.variant == "attn"].iloc[0]
+    assert graph_overrides(t, attn).line == ("model.cuda_graph_impl=transformer_engine 'model.cuda_graph_scope=[attn]' "
+                                             "model.use_te_rng_tracker=true rng.te_rng_tracker=true")  # fmt: skip
+
+
+def test_command_items_read_flags_hydra_and_environment() -> None:
+    tokens = ["A=1", "python", "-m", "x", "--standalone", "--nnodes=1", "/e.py", "--variant", "scoped", "--scope",
+              "attn,mlp", "model.x=[a,b]", "--flag", "model.y=2"]  # fmt: skip
+    keys = [k for k, _ in command_items(tokens)]
+    assert keys == ["env:A", "#0", "-m", "--standalone", "--nnodes", "#1", "--variant", "--scope", "model.x", "--flag",
+                    "model.y"]  # fmt: skip
+
+
+def test_unset_axis_values_print_nothing(tmp_path: Path) -> None:
+    """An include: shape that leaves an axis unset (NaN in the tables) prints no 'nan' anywhere."""
+    assert fmt_value(float("nan")) == "" and fmt_value(None) == "" and fmt_value(2.0) == "2"
+    assert cell_label({"hidden": 256, "mem_fraction": float("nan")}, ["hidden", "mem_fraction"]) == "hidden=256"
+    paths = build_sweep(tmp_path / "t")
+    for name in ("plan", "comparison"):
+        df = read_table(paths[name])
+        df["mem_fraction"] = [0.0113 if h == 2048 and m == 2 else float("nan") for h, m in zip(df.hidden, df.micro_batch)]
+        write_table(df, paths[name], name, extra={"margin": 0.02})
+    md, page = _report(paths, tmp_path)
+    assert not re.search(r"\bnan\b", md, re.I) and not re.search(r"\bnan\b", page, re.I)
+    assert "mem_fraction=0.0113" in md and "mem_fraction" in page
+
+
+def test_true_grids_keep_two_axis_heatmaps_and_other_shapes_get_one_grid(tmp_path: Path) -> None:
+    paths = build_sweep(tmp_path / "t")  # hidden {1024, 2048} x micro_batch {1, 2}: all four shapes, a full grid
+    t = load_tables(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"])
+    assert varying_axes(t) == ["hidden", "micro_batch"] and full_grid(t, ["hidden", "micro_batch"])
+    _, page = _report(paths, tmp_path)
+    assert "Speedup by hidden × micro_batch" in page and 'id="shapes-by-variants"' not in page
+    # three of the four shapes (as include: shapes would give): no grid of two axes, one grid of shapes x variants
+    for name in ("plan", "comparison"):
+        df = read_table(paths[name])
+        write_table(df[df.shape_id != "h2048-mb2-3f9a"], paths[name], name, extra={"margin": 0.02})
+    t = load_tables(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"])
+    assert not full_grid(t, varying_axes(t))
+    _, page = _report(paths, tmp_path)
+    assert "Speedup by" not in page and "Speedup per shape and variant" in page
+    grid = re.search(r'<table class="heatmap shape-grid" id="shapes-by-variants">(.*?)</table>', page, re.S).group(1)
+    assert len(re.findall(r"<tr>", grid)) == 4  # the header and one row per shape
+    assert len(re.findall(r'<td class="hm v-', grid)) == 6  # 3 shapes x 2 variants, the A/A control left out
+    head = re.findall(r"<th>([^<]*)</th>", grid.split("</thead>")[0])
+    assert head == ["full_iteration", "attn"]
+
+
+def test_truncate_cuts_at_a_word_and_closes_no_code_span_open() -> None:
+    text = "about 7 repeats per arm would decide it (80% power, `graphsweep more-repeats`); steady-state memory"
+    for n in range(20, len(text)):
+        cut = truncate(text, n)
+        assert len(cut) <= n + 1 and cut.endswith(" …"), (n, cut)
+        kept = cut[:-2]
+        assert text.startswith(kept) and text[len(kept)] in " ;,:(`", (n, cut)  # the next character ends a word
+        assert kept.count("`") % 2 == 0, (n, cut)
+    assert truncate(text, len(text)) == text
+
+
+def test_thin_cells_are_marked_once_not_in_every_reason(sweep: dict[str, Path], tmp_path: Path) -> None:
+    md = _markdown(sweep)
+    row = next(line for line in md.splitlines() if line.startswith("| 1024 | 2 | attn |"))
+    assert "1.00× [0.60, 1.70]¹" in row and "fewer than 3 jobs" not in row
+    assert "¹ an arm of fewer than 3 jobs: its spread is the allowance, not measured" in md
+    assert "about 4 repeats per arm would decide it" in row
+
+
+def test_recommendations_follow_the_tables_not_the_reason_text(sweep: dict[str, Path], tmp_path: Path) -> None:
+    """The section reads verdict fields: a reason rewritten to say something else changes nothing in it."""
+    before = _section(_markdown(sweep))
+    comp = read_table(sweep["comparison"])
+    comp["reason"] = "graph slower: ignore this sentence"
+    write_table(comp, sweep["comparison"], "comparison", extra={"margin": 0.02})
+    assert _section(_markdown(sweep)) == before
+    t = load_tables(sweep["plan"], sweep["runs"], sweep["iterations"], sweep["comparison"])
+    assert [r.choice.variant if r.choice is not None else None for r in recommend(t)] == ["full_iteration", None, None, None]
