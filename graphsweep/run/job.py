@@ -17,11 +17,24 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep import provenance
-from graphsweep.vocab import ABBA_DRIVER, LaunchPlan
+from graphsweep.vocab import ABBA_DRIVER, TORCHRUN_TEE, LaunchPlan
 
 
 def is_pair_plan(plan: LaunchPlan) -> bool:
     return len(plan.argv) >= 3 and plan.argv[1] == "-m" and plan.argv[2] == ABBA_DRIVER
+
+
+def tees_rank_files(plan: LaunchPlan) -> bool:
+    """A torchrun of this node (`python -m torch.distributed.run ... --tee=3`) that names no --log-dir: the job gives
+    it one (vocab.TORCHRUN_LOG_DIR_ENV), so its per-rank files land with the run instead of in /tmp."""
+    if plan.srun or plan.argv[1:3] != ["-m", "torch.distributed.run"]:
+        return False
+    launcher = []
+    for arg in plan.argv[3:]:
+        if not arg.startswith("-"):
+            break  # the training script: what follows is its own
+        launcher.append(arg)
+    return TORCHRUN_TEE in launcher and not any(a.startswith(("--log-dir", "--log_dir")) for a in launcher)
 
 
 def utc_now() -> str:
