@@ -1,0 +1,73 @@
+"""Print the verdict and cost tables of the committed H200 example sweeps (results/examples/), as docs/results-h200.md
+quotes them: every figure there comes from this command (after tools/rederive_examples.sh).
+
+    .venv/bin/python benchmarks/examples_table.py                  # all three sweeps
+    .venv/bin/python benchmarks/examples_table.py h200-builtin
+    .venv/bin/python benchmarks/examples_table.py --results /tmp/rx  # a re-derivation elsewhere
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "results" / "examples"
+SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe")
+
+
+def _f(x: object, spec: str) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _n(x: object) -> int:
+    return 0 if x is None or (isinstance(x, float) and math.isnan(x)) else int(x)  # type: ignore[arg-type]
+
+
+def verdicts(sweep: str) -> str:
+    cmp = pd.read_parquet(EXAMPLES / sweep / "comparison.parquet")
+    lines = ["| cell | verdict | speedup [interval] | eager ms | graph ms | jobs | Δ mem GB (figure) | loss parity |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in cmp.itertuples():
+        iv = f"{_f(r.speedup, '.2f')}x [{_f(r.ci_low, '.2f')}, {_f(r.ci_high, '.2f')}]" if pd.notna(r.speedup) else "—"
+        mem = f"{_f(r.mem_delta_gb, '+.3f')} ({r.mem_metric})" if pd.notna(r.mem_delta_gb) else "—"
+        lines.append(f"| {r.cell_id} | {r.verdict} | {iv} | {_f(r.eager_step_ms, '.2f')} | {_f(r.graph_step_ms, '.2f')} "
+                     f"| {_n(r.n_eager)}+{_n(r.n_graph)} | {mem} | {r.loss_parity if isinstance(r.loss_parity, str) else '—'} |")
+    return "\n".join(lines)
+
+
+def runs(sweep: str) -> str:
+    r = pd.read_parquet(EXAMPLES / sweep / "runs.parquet")
+    walls = [json.loads((EXAMPLES / sweep / "runs" / rid / "run.json").read_text()).get("wall_s") for rid in r.run_id]
+    walls = pd.Series([w for w in walls if w is not None], dtype=float)
+    gpus = ", ".join(sorted(set(r.prov_gpu_name.dropna())))
+    cap = r.capture_s.dropna()
+    excess = r.capture_iteration_excess_s.dropna() if "capture_iteration_excess_s" in r.columns else pd.Series([])
+    out = [f"{len(r)} runs on {gpus or 'unknown GPUs'}; outcomes {({k: int(v) for k, v in r.outcome.value_counts().items()})}",
+           f"job wall per run: median {walls.median():.1f} s (min {walls.min():.1f}, max {walls.max():.1f})"]
+    if len(cap):
+        out.append(f"capture_s (what TE/MCore report): {cap.min():.3f}-{cap.max():.3f} s over {len(cap)} runs")
+    if len(excess):
+        out.append(f"capture_iteration_excess_s: {excess.min():.3f}-{excess.max():.3f} s over {len(excess)} runs")
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    global EXAMPLES
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweeps", nargs="*", default=list(SWEEPS))
+    ap.add_argument("--results", type=Path, default=EXAMPLES, help="the folder holding the sweeps")
+    args = ap.parse_args(argv)
+    EXAMPLES = args.results
+    for sweep in args.sweeps:
+        print(f"## {sweep}\n\n{runs(sweep)}\n\n{verdicts(sweep)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
