@@ -64,6 +64,12 @@ BROKEN_SPECS = {
     "unbalanced-bracket": (BASE_TEXT.replace("hidden: [64, 128]", "hidden: [64, [128]"), ["not valid YAML", "line"]),
     "self-alias": (BASE_TEXT.replace("hidden: [64, 128]", "hidden: &a [*a]"), ["axes.hidden", "refer to itself"]),
     "unbalanced-bracket-in-a-value": (_megatron_unbalanced(), ["axes.model.normalization", "'[RMSNorm'", "closing ']'"]),
+    # builtin sizes: each would cost a failed job per run if it reached a GPU
+    "builtin-non-number": (BASE_TEXT.replace("hidden: [64, 128]", "hidden: [64, abc]"),
+                           ["axes.hidden", "'abc'", "whole number"]),
+    "builtin-heads-do-not-divide": (BASE_TEXT.replace("hidden: [64, 128]", "hidden: [64, 66]"),
+                                    ["hidden 66 is not divisible by heads 4"]),
+    "builtin-negative": (BASE_TEXT.replace("hidden: [64, 128]", "hidden: [64, -128]"), ["axes.hidden", "-128", ">= 1"]),
     "duplicate-yaml-key": (BASE_TEXT.replace("  micro_batch: [1, 2]", "  micro_batch: [1, 2]\n  hidden: [32]"),
                            ["'hidden' is given twice"]),
 }  # fmt: skip
@@ -165,6 +171,11 @@ def test_plan_out_below_a_file_writes_nothing(files, capsys):
     rc, out, err = run_cli(capsys, "plan", "--out", files / "afile" / "plan.parquet", ROOT / "configs" / "sweep.yaml")
     one_line(rc, err, "--out", "afile is a file")
     assert out == ""  # refused before the table
+
+
+def test_status_of_a_missing_spec_file_says_so(files, capsys):
+    rc, _, err = run_cli(capsys, "status", files / "mistyped.yaml")
+    one_line(rc, err, "mistyped.yaml: no such spec file")
 
 
 def test_verify_archive_of_a_missing_file(files, capsys):

@@ -174,9 +174,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(NAME, f"cannot read the sweep: {exc}")
     paths = SweepPaths(args.results, name)
     out = paths.root
+    if spec is None and ("/" in name or name.endswith((".yaml", ".yml"))):
+        return fail(NAME, f"{name}: no such spec file (give a spec file or a sweep name)")
     if spec is None and not out.exists():
-        print(f"graphsweep status: no results for sweep '{name}' in {out} (give a sweep name or spec file)", file=sys.stderr)
-        return 2
+        return fail(NAME, f"no results for sweep '{name}' in {out} (give a sweep name or spec file)")
     statuses, note = collect(out, _plan(paths, spec))
     if args.json:
         for s in statuses:
