@@ -93,3 +93,14 @@ def test_dropless_moe_full_iteration_is_blocked_by_preflight_and_its_real_failur
         assert "token_dispatcher.py:950 in _maybe_dtoh_and_synchronize" in s.reason
     # nondeterministic MoE losses (eager repeats differ from iteration 3) do not trip the parity check
     assert (cmp.loc[["attn", "attn+router+pre", "router+pre"], "loss_parity"] == "ok").all()
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_the_results_doc_quotes_the_committed_intervals(sweep: str) -> None:
+    """docs/results-h200.md quotes every timed cell's interval as the committed table has it (no stale figures)."""
+    doc = (ROOT / "docs" / "results-h200.md").read_text()
+    cmp = pd.read_parquet(EXAMPLES / sweep / "comparison.parquet").dropna(subset=["speedup"])
+    assert len(cmp)
+    for r in cmp.itertuples():
+        quoted = f"{r.speedup:.2f}x [{r.ci_low:.2f}, {r.ci_high:.2f}]"
+        assert quoted in doc, (r.cell_id, quoted)
