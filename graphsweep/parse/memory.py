@@ -16,7 +16,8 @@ from graphsweep import logformat as lf
 from graphsweep.parse.records import Evidence, RunSummary
 
 
-def _num(m: re.Match | None) -> float:
+def group_float(m: re.Match | None) -> float:
+    """A pattern's first group as a float; NaN when it did not match or is no number (a `nan` loss, `inf`, junk)."""
     if m is None:
         return math.nan
     try:
@@ -32,7 +33,7 @@ def read_line(raw: bytes) -> tuple[int, list[float]] | None:
         return None
     gb = m.group(2) == b"GB"
     pats = lf.MEM_GB if gb else lf.MEM_MB
-    vals = [_num(pats[k].search(raw, m.end())) for k in lf.MEM_FIELDS]
+    vals = [group_float(pats[k].search(raw, m.end())) for k in lf.MEM_FIELDS]
     return int(m.group(1)), vals if gb else [v * lf.MIB_TO_GB for v in vals]
 
 

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from graphsweep import logformat as lf
 from graphsweep.parse import crash, signatures as sg
-from graphsweep.parse.memory import merge as merge_readings, read_line as read_memory_line
+from graphsweep.parse.memory import group_float, merge as merge_readings, read_line as read_memory_line
 from graphsweep.parse.records import Hit
 
 _BLOCK = 1 << 24  # bytes per vectorised block
@@ -136,15 +136,6 @@ def _decimals(fs: FileScan, d: int | None) -> None:
         fs.elapsed_decimals = d
 
 
-def _num(m: re.Match | None) -> float:
-    if m is None:
-        return math.nan
-    try:
-        return float(m.group(1))
-    except ValueError:
-        return math.nan
-
-
 def _max(old: float | None, new: float) -> float | None:
     """The larger, ignoring None and NaN (a value read from several ranks or lines)."""
     if math.isnan(new):
@@ -191,13 +182,13 @@ def _iteration_segments(fs: FileScan, raw: bytes, lineno: int) -> None:
         i = int(h.group(1))
         fs.train_iters = int(h.group(2))
         loss_m = lf.LM_LOSS.search(seg)
-        gn = _num(lf.GRAD_NORM.search(seg))
-        loss = _num(loss_m)
+        gn = group_float(lf.GRAD_NORM.search(seg))
+        loss = group_float(loss_m)
         fs.it.append(i)
         fs.it_line.append(lineno)
-        fs.elapsed.append(_num(el))
+        fs.elapsed.append(group_float(el))
         _decimals(fs, lf.decimals(el.group(1)))
-        fs.tflops.append(_num(lf.THROUGHPUT.search(seg)))
+        fs.tflops.append(group_float(lf.THROUGHPUT.search(seg)))
         fs.loss.append(loss)
         fs.grad_norm.append(gn)
         if loss_m is not None:
@@ -440,6 +431,8 @@ def _other_pattern() -> str:
     return "|".join(re.escape(n.decode()) for n in dict.fromkeys(kept))
 
 
+_OTHER_PATTERN = _other_pattern()  # once per process, not once per log (it was 10% of parsing a builtin log)
+
 _ITER_LITERAL = re.escape(lf.ITER_NEEDLE.decode())
 
 _STEP_LITERAL = re.escape(lf.STEP_NEEDLE.decode())
@@ -449,7 +442,7 @@ def _scan_arrow(fs: FileScan, path: Path) -> None:
     """Vectorised: an Arrow binary array over each block (offsets at newlines); plain iteration and
     Step Time lines are extracted with RE2, every other prefiltered line goes to `_handle_line` in
     file order, after the iteration rows that precede it."""
-    other_pattern = _other_pattern()
+    other_pattern = _OTHER_PATTERN
     lineno = 0
     nbytes = 0
     last = b""
