@@ -281,10 +281,6 @@ class SweepPaths:
         return self.root / "extra_repeats.yaml"  # written by `graphsweep more-repeats`
 
     @property
-    def archive_dir(self) -> Path:
-        return self.root / "archive"
-
-    @property
     def owner(self) -> Path:
         return self.root / "owner.json"  # which spec this folder belongs to (graphsweep/plan/owner.py)
 
@@ -324,9 +320,6 @@ class SweepPaths:
 
     def job_side(self, run_id: str) -> Path:
         return self.jobs_dir(run_id) / JOB_SIDE
-
-    def job_failure(self, run_id: str) -> Path:
-        return self.jobs_dir(run_id) / JOB_FAILURE
 
 
 JOB_SIDE = "job.json"  # the in-flight job of a run (cluster, job id, its log): reattach reads it

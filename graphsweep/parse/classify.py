@@ -76,10 +76,6 @@ def _state(info: Mapping) -> str | None:
     return str(st).split()[0].upper() if st else None
 
 
-def _fmt_gb(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.2f} GB"
-
-
 def _where(h: Hit | Mark) -> str:
     return f"{h.file}:{h.line}"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from graphsweep import logformat as lf
 from graphsweep.constraints.catalogue import CONSTRAINTS
@@ -283,7 +283,3 @@ def _lines(log: str | bytes | Path) -> Iterable[bytes]:
         return Path(log).read_bytes().splitlines(keepends=True)
     except OSError:
         return []
-
-
-def ids_of(sigs: Sequence[Signature]) -> list[str]:
-    return [s.id for s in sigs]

@@ -453,7 +453,6 @@ def submit_and_wait(
     settings: SubmitSettings,
     attempt: int = 1,
     say: Callable[[str], None] = print,
-    progress: Callable[[], str] | None = None,  # noqa: ARG001 - kept for callers; progress comes from the log tail
 ) -> dict[str, Any]:
     """Submit (or reattach to) the job of one run, wait for it, and return its run.json record."""
     jobs_dir.mkdir(parents=True, exist_ok=True)

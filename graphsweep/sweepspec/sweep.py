@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from graphsweep.vocab import (
     AA, CONTROL, EAGER, EAGER_VARIANT, GRAPH, PAIR, Cell, RunSpec, SpecError, Variant, pair_run_id,
@@ -219,10 +219,3 @@ def expand(spec: Spec) -> tuple[list[RunSpec], list[Cell]]:
 
 def runs_by_id(spec: Spec) -> dict[str, RunSpec]:
     return {r.run_id: r for r in spec.runs()}
-
-
-def iter_axis_names(specs: Iterable[Spec]) -> list[str]:
-    names: list[str] = []
-    for s in specs:
-        names += [k for k in s.axes if k not in names]
-    return names
