@@ -232,3 +232,5 @@ def test_container_like_split_records_the_training_processs_stack(tmp_path):
     assert row.prov_torch != wrapper["versions"]["torch"]
     assert (row.prov_te, row.prov_mcore, row.prov_bridge) == (training["te"], training["mcore"], training["bridge"])
     assert row.prov_container == "bridge-venv"
+    # the recipe's env_vars (Bridge COMMON_RECIPE_ENV_VARS) are applied before the line: the environment it trains in
+    assert json.loads(row.prov_env)["TORCH_NCCL_AVOID_RECORD_STREAMS"] == "1"

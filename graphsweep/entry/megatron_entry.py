@@ -9,7 +9,7 @@ callbacks=[...])``. What it prints besides Megatron's own lines (grammar: graphs
 
 - ``[graphsweep] provenance: {...}`` once per node (local rank 0), before training: the CUDA stack, TE / Core /
   Bridge versions, container, GPUs and graph-relevant environment as *this* process sees them (under Slurm the job
-  wrapper runs outside the container and cannot see them);
+  wrapper runs outside the container and cannot see them), the recipe's ``env_vars`` applied;
 - the Bridge memory line, ``[Rank r] (after i iterations) memory (GB) | ...``, on every iteration from the capture
   iteration on (Bridge itself prints it only after iterations 1 and 2, before capture: reference 5.3), and
   ``[graphsweep] memory peaks reset after iteration i`` once, after the capture iteration (warmup + 1) in every arm:
@@ -321,6 +321,19 @@ def build_config(recipe: str, overrides: list[str]) -> Any:
     return cfg
 
 
+def apply_recipe_env(cfg: Any) -> None:
+    """Apply the recipe's ``env_vars`` now, as Bridge's runtime_config_update does first thing inside pretrain
+    (training/config.py apply_environment_variables, 0.6.2: ``os.environ.setdefault``, so the launcher's values
+    win), so that the provenance line shows the environment the training runs under. Bridge 0.6.2 recipes set
+    COMMON_RECIPE_ENV_VARS there (recipes/utils/environment_utils.py), TORCH_NCCL_AVOID_RECORD_STREAMS=1 among
+    them: the deprecation warning torch >= 2.8 prints for it in the logs is the recipe's, not graphsweep's."""
+    try:
+        from megatron.bridge.training.config import apply_environment_variables
+    except ImportError:  # a Bridge without recipe env_vars: nothing to apply
+        return
+    apply_environment_variables(cfg)
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipe", required=True, help="Bridge recipe function, or package.module:function")
@@ -365,9 +378,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{lf.ENTRY_GRAPH_API}{'0.19 (cuda_graph_modules)' if has_modules else '<=0.18 (cuda_graph_scope)'}; "
               f"{versions()}", flush=True)
         print(lf.ENTRY_OVERRIDES + " ".join(overrides), flush=True)
-    if local_rank == 0:  # one line per node: a node in another container or driver shows up
-        print_provenance(rank)
-    cfg = build_config(args.recipe, overrides)
+    try:
+        cfg = build_config(args.recipe, overrides)
+        apply_recipe_env(cfg)
+    finally:  # also when the config cannot be built: the stack that refused it is evidence too
+        if local_rank == 0:  # one line per node: a node in another container or driver shows up
+            print_provenance(rank)
     impl = str(getattr(cfg.model, "cuda_graph_impl", "none"))
     warmup = int(getattr(cfg.model, "cuda_graph_warmup_steps", 0) or 0)
 
