@@ -99,6 +99,8 @@ def notes(row: Mapping[str, Any]) -> list[str]:
                        f"{_get(row, 'graph_mem_gb'):.2f} GB)")
         elif abs(delta) >= 0.01:
             out.append(f"{what} {delta:+.2f} GB ({rel:+.0%})")
+    if _get(row, "loss_parity") == lp.RUN_DRIFT:
+        out.append(parity(row))
     excluded = _get(row, "excluded_run_ids") or []
     if excluded:
         out.append(f"excluded {len(excluded)} run(s) from the timing ({', '.join(excluded)}: "
@@ -125,6 +127,11 @@ def parity(row: Mapping[str, Any]) -> str:
     if state == lp.NONFINITE:
         return (f"graph lm loss is {g} at iteration {it} where eager has {e:.6f} (run {_get(row, 'loss_run_id')}): "
                 "a full-iteration graph runs with Megatron's NaN check off, so this is the only check that sees it")
+    if state == lp.RUN_DRIFT:
+        return (f"graph run {_get(row, 'loss_run_id')} left the eager lm loss at iteration {it} ({g:.6f} vs {e:.6f}, "
+                f"relative {_get(row, 'loss_rel_diff'):.1e} > tolerance {_get(row, 'loss_tolerance'):.1e}) while "
+                "another graph run of the same seed follows it at every iteration: run-to-run non-determinism or an "
+                "intermittent graph fault; rerun that run to tell")
     if state == lp.UNCHECKED:
         return "loss parity unchecked: no iteration with an lm loss in both arms of the same seed"
     return f"losses agree (closest: {_get(row, 'loss_worst_excess'):.2f} of the tolerance at iteration {it})"

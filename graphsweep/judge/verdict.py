@@ -6,14 +6,15 @@ Outcomes first, then timing, then loss parity:
 - otherwise the interval of eager/graph step time from the per-job steady medians (judge/interval.py: jobs are
   the replicates, a resolution floor, an allowance for thin arms, never pooled) against the band 1 +- margin;
 - a usable graph run whose lm loss leaves its eager counterpart's (judge/parity.py) makes the cell invalid: the
-  graph trained another model, however fast.
+  graph trained another model, however fast; unless another graph run of the same seed follows eager at every
+  iteration: then the one run drifted (`run-drift`), the verdict stands and its reason names the run.
 The sentence a reader sees is written from these fields by judge/prose.py, and only there.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -128,7 +129,7 @@ class Verdict:
     graph_mem_gb: float | None = None
     mem_delta_gb: float | None = None  # graph - eager
     # loss parity of the graph arm (judge/parity.py): the worst graph run
-    loss_parity: str | None = None  # parity.PARITY_OK | DIVERGED | NONFINITE | UNCHECKED
+    loss_parity: str | None = None  # parity.PARITY_OK | DIVERGED | NONFINITE | RUN_DRIFT | UNCHECKED
     loss_iteration: int | None = None  # where it diverged (or, when ok, the closest call)
     loss_graph: float | None = None
     loss_eager: float | None = None
@@ -160,24 +161,28 @@ def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.
 
     Only runs whose seed is known (stated in the log, or set by the command) are compared: runs of different seeds
     train different models from the first step, so an unknown seed leaves the parity unchecked, never diverged.
+    A diverged run is the arm's divergence only when no other graph run of its seed follows eager; otherwise the
+    cell reads RUN_DRIFT (a NaN or Inf is never drift).
     """
-    worst: tuple[lp.Parity, str] | None = None
+    checked: list[tuple[lp.Parity, ArmRun]] = []
     for g in graph:
         if not g.loss:
             continue
         same_seed = [dict(e.loss) for e in eager if e.loss and g.seed is not None and e.seed == g.seed]
-        p = lp.check_parity(same_seed, dict(g.loss))
-        rank = (p.verdict in (lp.DIVERGED, lp.NONFINITE), p.verdict != lp.UNCHECKED, p.worst_excess)
-        if worst is None or rank > (worst[0].verdict in (lp.DIVERGED, lp.NONFINITE),
-                                    worst[0].verdict != lp.UNCHECKED, worst[0].worst_excess):
-            worst = (p, g.run_id)
-    if worst is None:
+        checked.append((lp.check_parity(same_seed, dict(g.loss)), g))
+    if not checked:
         return None
-    p, run_id = worst
-    v.loss_parity, v.loss_iteration, v.loss_run_id = p.verdict, p.iteration, run_id
+    followed = {g.seed for p, g in checked if p.verdict == lp.PARITY_OK}
+
+    def state(p: lp.Parity, g: ArmRun) -> str:
+        return lp.RUN_DRIFT if p.verdict == lp.DIVERGED and g.seed in followed else p.verdict
+
+    severity = {lp.NONFINITE: 3, lp.DIVERGED: 3, lp.RUN_DRIFT: 2, lp.PARITY_OK: 1, lp.UNCHECKED: 0}
+    p, g = max(checked, key=lambda pg: (severity[state(*pg)], pg[0].worst_excess))
+    v.loss_parity, v.loss_iteration, v.loss_run_id = state(p, g), p.iteration, g.run_id
     v.loss_graph, v.loss_eager, v.loss_rel_diff = p.graph_loss, p.eager_loss, p.rel_diff
     v.loss_tolerance, v.loss_worst_excess = p.tolerance, p.worst_excess
-    return p
+    return replace(p, verdict=v.loss_parity)
 
 
 def judge_cell(

@@ -202,10 +202,11 @@ def caveats(t: SweepTables, s: Summary) -> list[str]:
     if s.parity:
         ok, bad = s.parity.get(lp.PARITY_OK, 0), s.parity.get(lp.DIVERGED, 0) + s.parity.get(lp.NONFINITE, 0)
         worst = f" (closest: {s.parity_worst:.2f} of the tolerance)" if s.parity_worst is not None else ""
-        unchecked = s.parity.get(lp.UNCHECKED, 0)
+        unchecked, drift = s.parity.get(lp.UNCHECKED, 0), s.parity.get(lp.RUN_DRIFT, 0)
+        drifted = f"; {drift} with graph run(s) drifting while another of the seed follows eager ({lp.RUN_DRIFT}, not invalid)" if drift else ""
         out.append(
             f"Loss parity: {ok} graph cell(s) train the same model as eager, lm loss within tolerance at every "
-            f"iteration{worst}; {bad} diverged (invalid){f'; {unchecked} unchecked' if unchecked else ''}. "
+            f"iteration{worst}; {bad} diverged (invalid){drifted}{f'; {unchecked} unchecked' if unchecked else ''}. "
             f"Tolerance: max({lp.LOSS_FLOOR:g}, {lp.ENVELOPE_FACTOR:g} x the eager repeats' own divergence)."
         )
     out.append(f"Memory: {memory_figure(t)}, median across runs; Δ = graph − eager (docs/tables.md `mem_metric`).")
