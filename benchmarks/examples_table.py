@@ -57,6 +57,32 @@ def runs(sweep: str) -> str:
     return "\n".join(out)
 
 
+def loss_drift(sweep: str) -> str:
+    """Runs whose lm loss leaves the majority trajectory of the runs that train the same model (same shape, same
+    seed, same data): where it starts and how far it goes, relative. The parity floor leans on these figures."""
+    it = pd.read_parquet(EXAMPLES / sweep / "iterations.parquet").dropna(subset=["loss"])
+    if it.empty:
+        return "lm loss: none logged"
+    runs = pd.read_parquet(EXAMPLES / sweep / "runs.parquet").set_index("run_id")
+    # a seed the log does not state is the command's: the builtin trainer seeds repeat k with k
+    runs["model"] = [f"seed {s}" if pd.notna(s) else f"repeat {r}" for s, r in zip(runs.seed, runs.repeat)]
+    out, n = [], 0
+    for _, group in runs.groupby(["shape_id", "model"]):
+        loss = it[it.run_id.isin(group.index)].pivot_table(index="iteration", columns="run_id", values="loss")
+        if loss.shape[1] < 2:
+            continue
+        n += loss.shape[1]
+        majority = loss.mode(axis=1)[0]  # the value most runs of the group printed at each iteration
+        rel = loss.sub(majority, axis=0).abs().div(majority.abs(), axis=0)
+        for run_id in rel.columns:
+            off = rel[run_id][rel[run_id] > 0]
+            if len(off):
+                out.append(f"{run_id} from iteration {off.index[0]} (at most {off.max():.1e} relative, iteration "
+                           f"{off.idxmax()})")
+    return f"lm loss: {n - len(out)} of {n} runs print their model's majority value at every iteration" + (
+        "; leaving it: " + "; ".join(out) if out else "")
+
+
 def main(argv: list[str]) -> int:
     global EXAMPLES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -65,7 +91,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     EXAMPLES = args.results
     for sweep in args.sweeps:
-        print(f"## {sweep}\n\n{runs(sweep)}\n\n{verdicts(sweep)}\n")
+        print(f"## {sweep}\n\n{runs(sweep)}\n{loss_drift(sweep)}\n\n{verdicts(sweep)}\n")
     return 0
 
 

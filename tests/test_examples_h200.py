@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from graphsweep import provenance
 from graphsweep.parse.run import parse_run
 from tests.conftest import ROOT, copy_workflow, snakemake
 
@@ -26,12 +27,12 @@ VERDICT_COLUMNS = ["cell_id", "verdict", "speedup", "ci_low", "ci_high", "n_eage
                    "mem_metric", "mem_delta_gb", "rule_id"]  # fmt: skip
 
 
-def rederive(tmp: Path, sweep: str) -> Path:
+def rederive(tmp: Path, sweep: str, runs: Path | None = None) -> Path:
     """tools/rederive_examples.sh, in a user's working directory: the run folders only, then the workflow."""
     workdir = copy_workflow(tmp)
     out = workdir / "results" / sweep
-    shutil.copytree(EXAMPLES / sweep / "runs", out / "runs", ignore=shutil.ignore_patterns("iterations.parquet",
-                                                                                          "summary.json"))
+    shutil.copytree(runs or EXAMPLES / sweep / "runs", out / "runs",
+                    ignore=shutil.ignore_patterns("iterations.parquet", "summary.json"))
     for f in out.glob("runs/*/*"):
         f.touch()
     proc = snakemake(workdir, "--cores", "2", "--config", f"spec=configs/examples/{sweep}.yaml", "--rerun-triggers",
@@ -71,12 +72,29 @@ def test_megatron_dense_example_memory_shows_the_te_graphs_cost() -> None:
     assert (cmp.loc[["attn", "attn+mlp"], "mem_delta_gb"] > 0.04).all()
     runs = pd.read_parquet(EXAMPLES / "megatron-tiny-vanilla-gpt" / "runs.parquet")
     assert runs.capture_s.dropna().between(0.2, 0.5).all()  # TE's own capture time, not the capture iteration's
-    assert (runs.prov_bridge.dropna() == "0.6.2").all() and not runs.prov_bridge.isna().all()
-    # the command each job ran (run.json), not today's plan of it: these ran before TORCH_NCCL_AVOID_RECORD_STREAMS
-    # was dropped for torch > 2.7, and runs.parquet must say what ran
+    assert runs.steady_mem_peak_gb.notna().all()  # the entry reset the peaks after capture in every arm
+
+
+def test_megatron_dense_example_provenance_comes_from_the_training_process() -> None:
+    """Before: these runs' versions came from the job wrapper's run.json; under Slurm the wrapper runs outside the
+    container and would have recorded the controller's packages."""
+    runs = pd.read_parquet(EXAMPLES / "megatron-tiny-vanilla-gpt" / "runs.parquet")
+    assert len(runs) == 16
     for r in runs.itertuples():
-        ran = json.loads((EXAMPLES / "megatron-tiny-vanilla-gpt" / "runs" / r.run_id / "run.json").read_text())
-        assert r.command == ran["command"] and "TORCH_NCCL_AVOID_RECORD_STREAMS=1" in r.command
+        folder = EXAMPLES / "megatron-tiny-vanilla-gpt" / "runs" / r.run_id
+        (line,) = provenance.from_logs([folder / "log.txt"])  # the entry's line, one rank
+        assert line["versions"]["megatron_bridge"] == r.prov_bridge == "0.6.2"
+        assert (line["versions"]["megatron_core"], line["versions"]["transformer_engine"]) == (r.prov_mcore, r.prov_te)
+        assert line["versions"]["torch"] == r.prov_torch and line["gpu"]["name"] == r.prov_gpu_name == "NVIDIA H200"
+        env = json.loads(r.prov_env)  # the compared environment is the training process's
+        assert env == {k: v for k, v in line["env"].items() if k not in provenance.ENV_NOT_COMPARED}
+        # TORCH_NCCL_AVOID_RECORD_STREAMS: graphsweep no longer sets it for torch 2.11 (the command each job ran, from
+        # run.json), but Bridge 0.6.2's recipe does (COMMON_RECIPE_ENV_VARS, applied inside the training process),
+        # so the line has it and the job wrapper's own record does not
+        ran = json.loads((folder / "run.json").read_text())
+        assert r.command == ran["command"] and "TORCH_NCCL_AVOID_RECORD_STREAMS" not in r.command
+        assert env["TORCH_NCCL_AVOID_RECORD_STREAMS"] == "1"
+        assert "TORCH_NCCL_AVOID_RECORD_STREAMS" not in ran["provenance"]["env"]
 
 
 def test_dropless_moe_full_iteration_is_blocked_by_preflight_and_its_real_failure_names_the_cause() -> None:
@@ -104,3 +122,14 @@ def test_the_results_doc_quotes_the_committed_intervals(sweep: str) -> None:
     for r in cmp.itertuples():
         quoted = f"{r.speedup:.2f}x [{r.ci_low:.2f}, {r.ci_high:.2f}]"
         assert quoted in doc, (r.cell_id, quoted)
+
+
+def test_the_dense_specs_earlier_sweep_gives_what_the_docs_quote(tmp_path: Path) -> None:
+    """benchmarks/data/h200-dense-sweep-a: the same spec on another H200, minutes earlier (docs/results-h200.md)."""
+    out = rederive(tmp_path, "megatron-tiny-vanilla-gpt", ROOT / "benchmarks" / "data" / "h200-dense-sweep-a" / "runs")
+    cmp = pd.read_parquet(out / "comparison.parquet").set_index("variant")
+    assert dict(cmp.verdict) == {"attn": "speedup", "attn+mlp": "speedup", "full_iteration": "speedup"}
+    doc = (ROOT / "docs" / "results-h200.md").read_text() + (ROOT / "benchmarks/data/h200-dense-sweep-a/README.md").read_text()
+    for r in cmp.itertuples():
+        assert f"{r.speedup:.2f}x [{r.ci_low:.2f}, {r.ci_high:.2f}]" in doc, r.Index
+    assert (cmp.loss_parity == "ok").all()

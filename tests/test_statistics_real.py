@@ -316,6 +316,37 @@ def test_a_diverging_graph_arm_makes_the_cell_invalid_with_iteration_and_values(
     assert judge_cell(arm_runs(e), arm_runs(g), margin=0.02).verdict == SPEEDUP  # the real runs: same model
 
 
+def sweep_a_loss() -> dict[int, float]:
+    """The other real trajectory of the dense model (seed 1234): 15 of the 16 runs of the spec's earlier H200 sweep
+    (benchmarks/data/h200-dense-sweep-a) follow it, eager r1 there and every committed run the other one; they part at
+    iteration 3 and differ by 8.1e-2 at iteration 27."""
+    log = REPO / "benchmarks/data/h200-dense-sweep-a/runs/s1024-mb1-6d688f.eager.r2/log.txt"
+    return realjobs._job(log, "a", "s", "eager", "a.eager.r2", 3, None).losses
+
+
+def test_one_graph_run_drifting_while_another_follows_eager_is_reported_not_invalid():
+    """Constructed from real logs, named as such: the committed dense attn+mlp cell (eager repeats that agree
+    exactly), with one graph run's loss swapped for the drifting eager trajectory of the earlier sweep. Before: the
+    worst graph run decided, and the cell read invalid although three graph runs train exactly the eager model."""
+    e = jobs("megatron-tiny-vanilla-gpt/s1024-mb1-6d688f/eager")
+    g = arm_runs(jobs("megatron-tiny-vanilla-gpt/s1024-mb1-6d688f/attn+mlp"))
+    drift = sweep_a_loss()
+    assert e[0].seed == g[0].seed == 1234 and P.check_parity([x.losses for x in e], drift).verdict == P.DIVERGED
+    one = [g[0], g[1], ArmRun(g[2].run_id, g[2].outcome, g[2].step_ms, g[2].print_step_ms, seed=1234, loss=drift), g[3]]
+    v = judge_cell(arm_runs(e), one, margin=0.02)
+    assert v.verdict == SPEEDUP and v.loss_parity == P.RUN_DRIFT and v.loss_run_id == g[2].run_id
+    text = prose.reason(asdict(v))
+    assert f"graph run {g[2].run_id} left the eager lm loss at iteration {v.loss_iteration}" in text
+    assert "another graph run of the same seed follows it" in text
+    # every graph run drifting is no longer one run's drift: the arm trains another model
+    every = [ArmRun(r.run_id, r.outcome, r.step_ms, r.print_step_ms, seed=1234, loss=drift) for r in g]
+    assert judge_cell(arm_runs(e), every, margin=0.02).verdict == INVALID
+    # a NaN is never drift, whatever the other runs do
+    nan = [*g[:3], ArmRun(g[3].run_id, g[3].outcome, g[3].step_ms, g[3].print_step_ms, seed=1234,
+                          loss={i: math.nan if i >= 12 else x for i, x in g[3].loss.items()})]
+    assert judge_cell(arm_runs(e), nan, margin=0.02).loss_parity == P.NONFINITE
+
+
 def test_runs_of_unknown_or_other_seeds_are_never_called_divergent():
     """Builtin repeats train with seed k: eager r1 and graph r2 are different models, not a divergence."""
     e = jobs("h200-builtin/h256-nh4-l4-s128-mb1-b444f4/eager")
