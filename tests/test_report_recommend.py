@@ -240,3 +240,17 @@ def test_recommendations_follow_the_tables_not_the_reason_text(sweep: dict[str, 
     assert _section(_markdown(sweep)) == before
     t = load_tables(sweep["plan"], sweep["runs"], sweep["iterations"], sweep["comparison"])
     assert [r.choice.variant if r.choice is not None else None for r in recommend(t)] == ["full_iteration", None, None, None]
+
+
+def test_a_drifting_graph_run_is_said_with_the_choice_and_in_the_notes(sweep: dict[str, Path]) -> None:
+    """Constructed table: the chosen cell's parity is run-drift (judge/verdict.py _parity)."""
+    comp = read_table(sweep["comparison"])
+    full = comp.cell_id == "h1024-mb1-3f9a.full_iteration"
+    comp.loc[full, ["loss_parity", "loss_run_id", "loss_iteration", "loss_graph", "loss_eager", "loss_rel_diff",
+                    "loss_tolerance"]] = ["run-drift", "h1024-mb1-3f9a.full_iteration.r2", 11, 8.38, 8.55, 0.02, 0.01]
+    write_table(comp, sweep["comparison"], "comparison", extra={"margin": 0.02})
+    md = _markdown(sweep)
+    assert "**use full_iteration**" in _section(md)
+    assert ("graph run h1024-mb1-3f9a.full_iteration.r2 left the eager lm loss at iteration 11 while another graph "
+            "run followed it") in _section(md)
+    assert "1 with graph run(s) drifting while another of the seed follows eager (run-drift, not invalid)" in md

@@ -176,6 +176,11 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
                        "more repeats would narrow it")
         if ch.get("loss_parity") == lp.UNCHECKED:
             out.append("loss parity unchecked (no lm loss in both arms of one seed)")
+        if ch.get("loss_parity") == lp.RUN_DRIFT:
+            it = as_number(ch.get("loss_iteration"))
+            out.append(f"graph run {ch.get('loss_run_id')} left the eager lm loss at iteration "
+                       f"{'?' if it is None else int(it)} while another graph run followed it: rerun that run before "
+                       "relying on the graph's numerics")
     elif not rec.baseline_failed and rec.cells:
         out.append("no variant is decided faster")
     groups: dict[str, list[pd.Series]] = {}
