@@ -260,7 +260,7 @@ def test_printed_commands_are_the_plan_commands_byte_for_byte(tmp_path, markup_s
     proc = subprocess.run([*graphsweep, "--dry-run", str(markup_spec)], capture_output=True, check=True)
     printed = proc.stdout.decode()
     stored = pd.read_parquet(plan)
-    assert len(stored) == 10
+    assert len(stored) == MEGATRON["repeats"] * (1 + 4)  # eager + the example's 3 variants + mlp, each repeated
     for run_id, command in zip(stored.run_id, stored.command):
         assert f"\n{run_id}: {command}\n" in printed, run_id
     for text in ("[attn]", "[attn,mlp]", "[mlp]", "[full_iteration]", "[/b]", "[red]", "\t"):
@@ -286,4 +286,4 @@ def test_a_literal_string_with_a_quote_is_not_a_traceback(tmp_path, capsys):
     path = tmp_path / "quote.yaml"
     path.write_text(yaml.safe_dump(megatron(fixed__logger_DOT_wandb_exp_name="it's a run; rm -rf")))
     rc, out, err = run_cli(capsys, "check-spec", path)
-    assert rc == 0 and err == "" and "8 runs" in out
+    assert rc == 0 and err == "" and f"{MEGATRON['repeats'] * 4} runs" in out
