@@ -23,6 +23,7 @@ from graphsweep.judge import interval as J  # noqa: E402
 from graphsweep.judge import parity as P  # noqa: E402
 from graphsweep.judge import prose  # noqa: E402
 from graphsweep.judge.verdict import ArmRun, judge_cell  # noqa: E402
+from graphsweep.parse.run import parse_run  # noqa: E402
 from graphsweep.vocab import INCONCLUSIVE, INVALID, NEUTRAL, SLOWDOWN, SPEEDUP  # noqa: E402
 
 jobs = realjobs.jobs
@@ -321,7 +322,8 @@ def sweep_a_loss() -> dict[int, float]:
     (benchmarks/data/h200-dense-sweep-a) follow it, eager r1 there and every committed run the other one; they part at
     iteration 3 and differ by 8.1e-2 at iteration 27."""
     log = REPO / "benchmarks/data/h200-dense-sweep-a/runs/s1024-mb1-6d688f.eager.r2/log.txt"
-    return realjobs._job(log, "a", "s", "eager", "a.eager.r2", 3, None).losses
+    it = parse_run([log], arm="eager", warmup=3).iterations.dropna(subset=["loss"])
+    return dict(zip(it.iteration.astype(int), it.loss.astype(float)))
 
 
 def test_one_graph_run_drifting_while_another_follows_eager_is_reported_not_invalid():

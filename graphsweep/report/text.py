@@ -203,7 +203,8 @@ def caveats(t: SweepTables, s: Summary) -> list[str]:
         ok, bad = s.parity.get(lp.PARITY_OK, 0), s.parity.get(lp.DIVERGED, 0) + s.parity.get(lp.NONFINITE, 0)
         worst = f" (closest: {s.parity_worst:.2f} of the tolerance)" if s.parity_worst is not None else ""
         unchecked, drift = s.parity.get(lp.UNCHECKED, 0), s.parity.get(lp.RUN_DRIFT, 0)
-        drifted = f"; {drift} with graph run(s) drifting while another of the seed follows eager ({lp.RUN_DRIFT}, not invalid)" if drift else ""
+        drifted = (f"; {drift} with graph run(s) drifting while another of the seed follows eager "
+                   f"({lp.RUN_DRIFT}, not invalid)") if drift else ""
         out.append(
             f"Loss parity: {ok} graph cell(s) train the same model as eager, lm loss within tolerance at every "
             f"iteration{worst}; {bad} diverged (invalid){drifted}{f'; {unchecked} unchecked' if unchecked else ''}. "
