@@ -36,6 +36,8 @@ REPLAY = f"{MARK} cuda graph replay: iteration "  # + the first (builtin) or eve
 REPLAYS = f"{MARK} cuda graph replays: "  # builtin: + the number of replays at the end
 NO_GRAPH = f"{MARK} no cuda graph detected after "  # entry: a graph arm that never showed a graph
 PEAKS_RESET = f"{MARK} memory peaks reset after iteration "  # + i: mem-max-* of later lines are the steady window's
+# Both entries, eager arms: the GPU's busy time per iteration over a short profiled window (graphsweep/entry/gpu_busy.py)
+GPU_BUSY = f"{MARK} gpu busy: "
 ENTRY_GRAPH_API = f"{MARK} graph api: "  # the Megatron entry's first line (rank 0)
 ENTRY_OVERRIDES = f"{MARK} overrides: "
 ENTRY_DONE = f"{MARK} done: wall seconds "
@@ -72,6 +74,17 @@ def no_graph(iterations: int) -> str:
 
 def peaks_reset(iteration: int) -> str:
     return f"{PEAKS_RESET}{iteration}"
+
+
+def gpu_busy(rank: int, first: int, last: int, busy_ms: float, activities: int) -> str:
+    """`[graphsweep] gpu busy: rank 0 iterations 2-3: 41.382 ms per iteration (1863 GPU activities, 2 iterations)`"""
+    n = last - first + 1
+    return (f"{GPU_BUSY}rank {rank} iterations {first}-{last}: {busy_ms:.3f} ms per iteration "
+            f"({activities} GPU activities, {n} iterations)")
+
+
+def gpu_busy_unmeasured(rank: int, why: str) -> str:
+    return f"{GPU_BUSY}rank {rank} not measured: {why}"
 
 
 # The ABBA driver's markers around each segment of a pair job's combined log (graphsweep/run/abba.py); the
@@ -283,3 +296,6 @@ RE_GRAPHS_DETECTED = re.compile(re.escape(GRAPHS_DETECTED.encode()) + rb"(\d+) a
 RE_REPLAY = re.compile(re.escape(REPLAY.encode()) + rb"(\d+)")
 RE_REPLAYS = re.compile(re.escape(REPLAYS.encode()) + rb"(\d+)")
 RE_PEAKS_RESET = re.compile(re.escape(PEAKS_RESET.encode()) + rb"(\d+)")
+GPU_BUSY_B = GPU_BUSY.encode()
+RE_GPU_BUSY = re.compile(re.escape(GPU_BUSY_B) + rb"rank (\d+) iterations (\d+)-(\d+): ([\d.]+) ms per iteration")
+RE_GPU_BUSY_UNMEASURED = re.compile(re.escape(GPU_BUSY_B) + rb"rank (\d+) not measured: (.*)")

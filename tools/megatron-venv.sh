@@ -179,7 +179,10 @@ if has_version nvidia-resiliency-ext $RESILIENCY; then step "7/8 nvidia-resilien
   run_logged "$DIR/resiliency_install.log" $NICE "$VPY" -m pip download --no-deps --only-binary=:all: \
     --platform manylinux_2_39_x86_64 --python-version 3.12 --implementation cp -d "$DIR/deps-wheels" \
     "nvidia-resiliency-ext==$RESILIENCY"
-  run_logged "$DIR/resiliency_install.log" $NICE "$VPY" -m pip install --no-deps --target "$SP" --upgrade \
+  # the install names the same --platform: without it pip refuses the file ("is not a supported wheel on this
+  # platform") on a glibc older than 2.39; --target is what pip allows --platform with
+  run_logged "$DIR/resiliency_install.log" $NICE "$VPY" -m pip install --no-deps --only-binary=:all: \
+    --platform manylinux_2_39_x86_64 --python-version 3.12 --implementation cp --target "$SP" --upgrade \
     "$DIR"/deps-wheels/nvidia_resiliency_ext-$RESILIENCY-*.whl
 fi
 

@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run by path: graphsweep's stdlib-only modules c
 
 from graphsweep import logformat as lf  # noqa: E402  (standard library only)
 from graphsweep import provenance  # noqa: E402  (standard library only)
+from graphsweep.entry.gpu_busy import BusyProbe  # noqa: E402  (standard library only; torch inside)
 
 MARK = lf.MARK
 
@@ -272,9 +273,13 @@ def make_callback(warmup: int, graph_arm: bool) -> Any:
             self.start_step: int | None = None
             self.last_end: float | None = None
             self.iterations = 0
+            self.busy: BusyProbe | None = None  # eager arms: how busy the GPU is (made once ranks exist)
 
         def on_train_step_start(self, context: Any) -> None:
             self.start_step = int(context.state.train_state.step)
+            if self.busy is None:
+                self.busy = BusyProbe(rank_info()[0], warmup, enabled=not graph_arm)
+            self.busy.before(self.start_step + 1)
             if self.last_end is None:
                 self.last_end = time.perf_counter()
 
@@ -292,6 +297,8 @@ def make_callback(warmup: int, graph_arm: bool) -> Any:
                 torch.cuda.reset_peak_memory_stats()  # every rank: each reports its own steady peak from here
                 if rank == 0:
                     print(lf.peaks_reset(iteration), flush=True)
+            if self.busy is not None and (busy_line := self.busy.after(iteration)):
+                print(busy_line, flush=True)  # every rank: each profiles its own GPU
             lines = tracker.observe(iteration, count_graphs(context.model) if graph_arm else 0, wall)
             if rank == 0:
                 for line in lines:
