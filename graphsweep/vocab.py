@@ -39,16 +39,19 @@ PHASES = (SETUP, WARMUP, CAPTURE, STEADY, TEARDOWN)
 # --------------------------------------------------------------------------------------------------
 # Cell verdicts (comparison.parquet `verdict`), in report order: results first, then what blocked a result
 SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE = "speedup", "slowdown", "neutral", "inconclusive"
+UNVERIFIED = "unverified"  # faster beyond the margin, but the graph's loss could not be checked against eager's
 NOT_COMPARABLE = "not-comparable"  # the arms ran in different environments (graphsweep/provenance.py)
 FAILED, BASELINE_FAILED = "failed", "baseline-failed"
-VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, BLOCKED, OOM, INVALID, FAILED, BASELINE_FAILED, NOT_COMPARABLE)
-TIMING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE)  # the arms' step times were compared
+VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED, BLOCKED, OOM, INVALID, FAILED, BASELINE_FAILED,
+            NOT_COMPARABLE)
+TIMING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED)  # the arms' step times were compared
 DECIDED_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL)
 # Verdicts that compare the two arms, so they need runs made in one environment
-COMPARING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, OOM)
+COMPARING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED, OOM)
 # speedup green, slowdown red, neutral grey, inconclusive amber, the rest purple / dark
 VERDICT_COLORS = {
-    SPEEDUP: "#1a7f37", SLOWDOWN: "#cf222e", NEUTRAL: "#6e7781", INCONCLUSIVE: "#b08800", BLOCKED: "#8250df",
+    SPEEDUP: "#1a7f37", SLOWDOWN: "#cf222e", NEUTRAL: "#6e7781", INCONCLUSIVE: "#b08800", UNVERIFIED: "#7d4e00",
+    BLOCKED: "#8250df",
     OOM: "#5b2bb5", INVALID: "#953800", FAILED: "#24292f", BASELINE_FAILED: "#424a53", NOT_COMPARABLE: "#57606a",
 }  # fmt: skip
 

@@ -19,13 +19,14 @@ from graphsweep.commands import console as _console
 from graphsweep.commands import plain
 from graphsweep.judge import interval as iv
 from graphsweep.judge import prose
-from graphsweep.judge import verdict as stats
-from graphsweep.parse.records import RunSummary
+from graphsweep.judge.compare import judge_runs
+from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.sweepspec.load import schema_default
 from graphsweep.vocab import EAGER, GRAPH
 
 NAME = "compare"
+SAME_SEED = -1  # --same-seed without a seed in any log: one placeholder seed for all of them
 HELP = "judge eager vs graph logs of one cell with the same statistics as the workflow (--aa: eager vs eager)"
 
 
@@ -42,6 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--look", type=int, choices=(1, 2), default=None,
                    help="judge as look 1 or 2 of an adaptive design (alpha 0.025 each); default: one look, alpha 0.05")
     p.add_argument("--paired", action="store_true", help="the i-th eager and graph logs ran in one job (ABBA)")
+    seed = p.add_mutually_exclusive_group()
+    seed.add_argument("--seed", type=int, default=None,
+                      help="the training seed of every log that does not print one (Megatron's '> setting random "
+                           "seeds to N ...' or its config dump's [rng] seed); loss parity compares runs of one seed")
+    seed.add_argument("--same-seed", action="store_true",
+                      help="all logs trained from one seed (the logs that print theirs must agree)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -56,52 +63,59 @@ def _problem(args: argparse.Namespace) -> str | None:
         p = Path(path)
         if not p.is_file():
             return f"{path}: no such log file" if not p.exists() else f"{path}: not a file"
+    if len(set(args.eager) | set(args.graph)) < len(args.eager) + len(args.graph):
+        return "a log is given twice: each log is one job of one arm"
     return None
 
 
-def parsed_run(path: str, arm: str, warmup: int) -> tuple[RunSummary, pd.DataFrame]:
-    parsed = parse_run([Path(path)], arm=arm, warmup=warmup, run_id=path)
-    return parsed.summary, parsed.iterations
+def parsed_runs(paths: list[str], arm: str, warmup: int) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
+    """The logs as the workflow's tables: one runs.parquet-like row per log (run id = the path), its iterations."""
+    rows, its = [], []
+    for path in paths:
+        parsed = parse_run([Path(path)], arm=arm, warmup=warmup, run_id=path)
+        rows.append({**summary_to_dict(parsed.summary), "run_id": path})
+        its.append(parsed.iterations.assign(run_id=path))
+    return pd.DataFrame(rows), its
 
 
-def arm_run(path: str, s: RunSummary, it: pd.DataFrame, mem: str | None) -> stats.ArmRun:
-    times: list[float] = []
-    if s.steady_first is not None:
-        steady = it[(it.iteration >= s.steady_first) & (it.iteration <= s.steady_last)]
-        times = steady.elapsed_ms.dropna().astype(float).tolist()
-    loss = {int(i): float(x) for i, x in zip(it.iteration, it.loss)} if "loss" in it.columns else {}
-    return stats.ArmRun(path, s.outcome, times, s.elapsed_resolution_ms, getattr(s, mem) if mem else None, s.reason,
-                        s.error_class, s.seed, loss)
-
-
-def memory_figure(eager: list[RunSummary], graph: list[RunSummary]) -> str | None:
-    """The first of the workflow's MEMORY_FIGURES that logs of both arms recorded (one figure for both arms)."""
-    for col in stats.MEMORY_FIGURES:
-        if any(getattr(s, col) is not None for s in eager) and any(getattr(s, col) is not None for s in graph):
-            return col
-    return None
+def seeds_for(runs: pd.DataFrame, seed: int | None, same_seed: bool) -> tuple[dict[str, int], str | None]:
+    """run id -> the seed to compare losses by, for the logs that print none; or a problem."""
+    stated = {rid: int(x) for rid, x in zip(runs.run_id, runs.seed) if x is not None and pd.notna(x)}
+    if same_seed:
+        values = set(stated.values())
+        if len(values) > 1:
+            shown = ", ".join(f"{rid}: {x}" for rid, x in stated.items())
+            return {}, f"--same-seed: the logs print different seeds ({shown})"
+        seed = values.pop() if values else SAME_SEED
+    if seed is None:
+        return {}, None
+    return {rid: seed for rid in runs.run_id if rid not in stated}, None
 
 
 def run(args: argparse.Namespace) -> int:
     if problem := _problem(args):
         _console(stderr=True).print(plain(f"graphsweep compare: {problem}"))
         return 2
-    e_parsed = [parsed_run(p, EAGER, args.warmup) for p in args.eager]
-    g_parsed = [parsed_run(p, EAGER if args.aa else GRAPH, args.warmup) for p in args.graph]
-    mem = memory_figure([s for s, _ in e_parsed], [s for s, _ in g_parsed])
-    eager = [arm_run(p, s, it, mem) for p, (s, it) in zip(args.eager, e_parsed)]
-    graph = [arm_run(p, s, it, mem) for p, (s, it) in zip(args.graph, g_parsed)]
+    eager, e_its = parsed_runs(args.eager, EAGER, args.warmup)
+    graph, g_its = parsed_runs(args.graph, EAGER if args.aa else GRAPH, args.warmup)
+    seeds, problem = seeds_for(pd.concat([eager, graph]), args.seed, args.same_seed)
+    if problem:
+        _console(stderr=True).print(plain(f"graphsweep compare: {problem}"))
+        return 2
+    by_run = {df.run_id.iloc[0]: df for df in (*e_its, *g_its) if len(df)}
     alpha = iv.alpha_for_look(args.look, 2) if args.look else iv.alpha_for_look(1, 1)
-    v = stats.judge_cell(eager, graph, margin=args.margin, alpha=alpha, paired=args.paired, control=args.aa,
-                         mem_metric=mem)
-    out = {**asdict(v), "aa": args.aa, "reason": prose.reason(asdict(v)), "method": prose.method(asdict(v))}
-    console = _console()
+    v = judge_runs(eager, graph, by_run, seeds, margin=args.margin, alpha=alpha, paired=args.paired, control=args.aa)
+    row = {**asdict(v), "q_value": v.p_beyond}  # one cell: its own family
+    out = {**row, "aa": args.aa, "reason": prose.reason(row), "method": prose.method(row)}
     if args.json:
         print(json.dumps(out, default=str))
         return 0
+    console = _console()
     head = f"{'A/A ' if args.aa else ''}{v.verdict}"
     if v.speedup is not None:
         head += f": {prose.interval(out)}; {out['method']}"
     console.print(plain(head), soft_wrap=True)
     console.print(plain(out["reason"]), soft_wrap=True)
+    if text := prose.parity(row):
+        console.print(plain(f"loss parity: {text}"), soft_wrap=True)
     return 0

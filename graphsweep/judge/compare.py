@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -19,9 +19,12 @@ from graphsweep.judge import prose
 from graphsweep.judge import verdict as stats
 from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
 from graphsweep.vocab import (
-    AA, BLOCKED, COMPARING_VERDICTS, CONTROL, EAGER, FAILED, GRAPH, NOT_COMPARABLE, PAIR, TIMING_VERDICTS,
-    NO_GRAPH, UNPARSEABLE, USABLE_OUTCOMES, pair_run_id,
+    AA, BLOCKED, COMPARING_VERDICTS, CONTROL, EAGER, FAILED, GRAPH, INCONCLUSIVE, NOT_COMPARABLE, PAIR, SLOWDOWN,
+    SPEEDUP, TIMING_VERDICTS, NO_GRAPH, UNPARSEABLE, USABLE_OUTCOMES, UNVERIFIED, pair_run_id,
 )  # fmt: skip
+
+
+GATED_VERDICTS = (SPEEDUP, SLOWDOWN, UNVERIFIED)  # the claims of a difference the family gate checks
 
 
 def _steady_times(by_run: dict[str, pd.DataFrame], run: pd.Series) -> list[float]:
@@ -97,8 +100,12 @@ def _plan_seeds(plan: pd.DataFrame) -> dict[str, int]:
     return out
 
 
-def _arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: dict[str, int],
-              mem: str | None) -> list[stats.ArmRun]:
+def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping[str, int],
+             mem: str | None) -> list[stats.ArmRun]:
+    """The judge's record of each run of an arm, from its runs.parquet row and its iteration rows.
+
+    Every run brings its loss, usable or not: a run that NaN'd is a result about the model, not a lost run.
+    """
     out = []
     for _, r in runs.iterrows():
         usable = r.get("outcome") in USABLE_OUTCOMES
@@ -114,10 +121,28 @@ def _arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: dict[s
                 reason=str(r.get("reason") or ""),
                 error_class=None if pd.isna(r.get("error_class")) else r.get("error_class"),
                 seed=None if seed is None else int(seed),
-                loss=_losses(by_run, r) if usable else {},
+                loss=_losses(by_run, r),
+                steady_reason=str(r.get("steady_reason") or ""),
+                gpu_busy_ms=_number(r, "gpu_busy_ms"),
             )
         )
     return out
+
+
+def judge_runs(eager_runs: pd.DataFrame, graph_runs: pd.DataFrame, by_run: dict[str, pd.DataFrame],
+               seeds: Mapping[str, int], *, margin: float, alpha: float, paired: bool = False,
+               control: bool = False, reference_runs: pd.DataFrame | None = None) -> stats.Verdict:
+    """One cell from its runs' table rows: the memory figure, the arms' records and the verdict.
+
+    The one path from runs to a verdict: the workflow's compare (below) and `graphsweep compare` (commands/compare.py,
+    from logs) both call it. `reference_runs` are more eager-like runs of the shape (its A/A control runs): they
+    count for loss parity only.
+    """
+    mem = memory_figure(eager_runs, graph_runs)
+    ref = arm_runs(reference_runs, by_run, seeds, None) if reference_runs is not None and len(reference_runs) else []
+    return stats.judge_cell(arm_runs(eager_runs, by_run, seeds, mem), arm_runs(graph_runs, by_run, seeds, mem),
+                            margin=margin, alpha=alpha, paired=paired, control=control, mem_metric=mem,
+                            reference=ref)
 
 
 def _judging(plan_path: Path) -> tuple[float, bool, dict[str, int]]:
@@ -191,11 +216,11 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
                        margin=margin)
             rows.append(row)
             continue
-        mem = memory_figure(eager_runs, graph_runs)
-        v = stats.judge_cell(_arm_runs(eager_runs, by_run, seeds, mem), _arm_runs(graph_runs, by_run, seeds, mem),
-                             margin=margin, alpha=alpha_of(cell_id, adaptive, extra),
-                             paired=paired and bool(len(pair_jobs)), control=first.arm == CONTROL or first.impl == NO_GRAPH,
-                             mem_metric=mem)  # fmt: skip
+        control = first.arm == CONTROL or first.impl == NO_GRAPH
+        reference = None if control or not len(runs) else \
+            runs[(runs.shape_id == first.shape_id) & (runs.arm == CONTROL)]  # the A/A runs: eager too
+        v = judge_runs(eager_runs, graph_runs, by_run, seeds, margin=margin, alpha=alpha_of(cell_id, adaptive, extra),
+                       paired=paired and bool(len(pair_jobs)), control=control, reference_runs=reference)
         row.update(asdict(v))
         _check_comparable(row, eager_runs, graph_runs)
         row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
@@ -206,12 +231,10 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
             row["variant"] = AA
         rows.append(row)
     for row in rows:
-        row["reason"] = prose.reason(row)
+        row.setdefault("family_gated", False)
     df = pd.DataFrame(rows)
-    if len(df):  # one family: the claims of a difference beyond the margin, one kind of p-value (p_beyond)
-        testable = df.verdict.isin(TIMING_VERDICTS) & (df.variant != AA)
-        p = df["p_beyond"] if "p_beyond" in df.columns else pd.Series([None] * len(df))
-        df["q_value"] = iv.benjamini_hochberg([x if t and pd.notna(x) else None for x, t in zip(p, testable)])
+    if len(df):
+        df = family_gate(df)
     for c in COMPARISON_COLUMNS:
         if c not in df.columns:
             df[c] = None
@@ -219,6 +242,24 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
     rest = [c for c in df.columns if c not in ordered]
     df = df[ordered + rest]
     write_table(df, out, "comparison", extra={"margin": margin, "paired": paired, "adaptive_repeats": adaptive})
+    return df
+
+
+def family_gate(df: pd.DataFrame) -> pd.DataFrame:
+    """One family per sweep: every cell that claims a difference beyond the margin (p_beyond) shares the shape's
+    eager baseline with its neighbours, so a decided speedup or slowdown needs its Benjamini-Hochberg q below the
+    alpha it was judged at, not only its own p (docs/statistics.md "Many variants, one baseline"). A cell that
+    fails the gate is inconclusive, and its reason says why."""
+    testable = df.verdict.isin(TIMING_VERDICTS) & (df.variant != AA)
+    p = df["p_beyond"] if "p_beyond" in df.columns else pd.Series([None] * len(df))
+    df["q_value"] = iv.benjamini_hochberg([x if t and pd.notna(x) else None for x, t in zip(p, testable)])
+    q, alpha = pd.to_numeric(df["q_value"], errors="coerce"), pd.to_numeric(df["alpha"], errors="coerce")
+    gated = df.verdict.isin(GATED_VERDICTS) & (df.variant != AA) & (q >= alpha)
+    for k in df.index[gated]:
+        df.at[k, "family_gated"] = True
+        df.at[k, "verdict"] = INCONCLUSIVE
+    for k in df.index:  # the sentence follows the final verdict
+        df.at[k, "reason"] = prose.reason(df.loc[k].to_dict())
     return df
 
 

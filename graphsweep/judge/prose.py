@@ -15,7 +15,7 @@ from graphsweep.judge import parity as lp
 from graphsweep.judge import verdict as vd
 from graphsweep.vocab import (
     BASELINE_FAILED, BLOCKED, CONTROL, FAILED, GRAPH, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN,
-    SPEEDUP, TIMEOUT, USABLE_OUTCOMES,
+    SPEEDUP, TIMEOUT, UNVERIFIED, USABLE_OUTCOMES,
 )  # fmt: skip
 
 
@@ -99,8 +99,14 @@ def notes(row: Mapping[str, Any]) -> list[str]:
                        f"{_get(row, 'graph_mem_gb'):.2f} GB)")
         elif abs(delta) >= 0.01:
             out.append(f"{what} {delta:+.2f} GB ({rel:+.0%})")
-    if _get(row, "loss_parity") == lp.RUN_DRIFT:
-        out.append(parity(row))
+    if _get(row, "loss_parity") in (lp.RUN_DRIFT, lp.UNCHECKED) or (
+            _get(row, "control") and _get(row, "loss_parity") == lp.DIVERGED):
+        if verdict != UNVERIFIED:
+            out.append(parity(row))
+    if text := launch(row):
+        ceiling, speedup = _get(row, "graph_ceiling"), _get(row, "speedup")
+        over = speedup is not None and not _get(row, "control") and speedup > ceiling
+        out.append(text + (f" (measured {speedup:.2f}x is above it: see docs/statistics.md)" if over else ""))
     excluded = _get(row, "excluded_run_ids") or []
     if excluded:
         out.append(f"excluded {len(excluded)} run(s) from the timing ({', '.join(excluded)}: "
@@ -115,26 +121,49 @@ def memory_words(row: Mapping[str, Any]) -> str:
 
 
 def parity(row: Mapping[str, Any]) -> str:
-    """The loss-parity sentence ('' when the graph arm's loss was not compared)."""
+    """The loss-parity sentence ('' when the graph arm's loss was not compared): what left eager's loss, counted."""
     state = _get(row, "loss_parity")
     if state is None:
         return ""
-    it, g, e = _get(row, "loss_iteration"), _get(row, "loss_graph"), _get(row, "loss_eager")
-    if state == lp.DIVERGED:
-        return (f"graph lm loss left the eager run's at iteration {it}: {g:.6f} vs {e:.6f} (relative difference "
-                f"{_get(row, 'loss_rel_diff'):.1e} > tolerance {_get(row, 'loss_tolerance'):.1e}); "
-                f"run {_get(row, 'loss_run_id')}")
+    it, g, e, run = _get(row, "loss_iteration"), _get(row, "loss_graph"), _get(row, "loss_eager"), _get(row, "loss_run_id")
+    departed, checked = _get(row, "loss_departed") or 0, _get(row, "loss_checked") or 0
+    tol, level = _get(row, "loss_tolerance"), _get(row, "loss_level")
+    control = bool(_get(row, "control"))
+    arm = "A/A control" if control else GRAPH
+    bound = (f"tolerance {tol:.1e} = max({lp.LOSS_FLOOR:g}, {lp.SPREAD_FACTOR:g} x the eager runs' own "
+             f"{_get(row, 'loss_spread') or 0:.1e})") if tol is not None else ""
     if state == lp.NONFINITE:
-        return (f"graph lm loss is {g} at iteration {it} where eager has {e:.6f} (run {_get(row, 'loss_run_id')}): "
-                "a full-iteration graph runs with Megatron's NaN check off, so this is the only check that sees it")
-    if state == lp.RUN_DRIFT:
-        return (f"graph run {_get(row, 'loss_run_id')} left the eager lm loss at iteration {it} ({g:.6f} vs {e:.6f}, "
-                f"relative {_get(row, 'loss_rel_diff'):.1e} > tolerance {_get(row, 'loss_tolerance'):.1e}) while "
-                "another graph run of the same seed follows it at every iteration: run-to-run non-determinism or an "
-                "intermittent graph fault; rerun that run to tell")
+        return (f"{arm} run {run} has lm loss {g} at iteration {it} where eager has {e:.6f}: a NaN/Inf loss is another "
+                "model, never a lost run (a full-iteration graph runs with Megatron's NaN check off, so this is the "
+                "only check that sees it)")
+    if state in (lp.DIVERGED, lp.RUN_DRIFT):
+        head = (f"{departed} of {checked} {arm} runs left eager's lm loss (first from iteration {it}: run {run}, "
+                f"{g:.6f} vs {e:.6f}; its persistent departure {level:.1e} > {bound})")
+        if state == lp.RUN_DRIFT:
+            return (f"{head}: one drifting run among {checked}, within {lp.DRIFT_LEVEL:g} tolerances, is allowed as "
+                    "run-to-run non-determinism or an intermittent fault (the verdict stands; no recommendation; "
+                    "rerun that run to tell)")
+        if control:
+            return f"{head}: the model's own run-to-run non-determinism (both arms run the same code)"
+        return head
     if state == lp.UNCHECKED:
-        return "loss parity unchecked: no iteration with an lm loss in both arms of the same seed"
-    return f"losses agree (closest: {_get(row, 'loss_worst_excess'):.2f} of the tolerance at iteration {it})"
+        have = _get(row, "loss_runs")
+        why = ("no graph run printed an lm loss" if not have else
+               f"{have - checked} of {have} {arm} runs have no eager run of their seed with an lm loss to compare "
+               "with (the seed is unknown: the log does not print it and no --seed / --same-seed was given)")
+        return f"loss parity unchecked: {why}"
+    close = _get(row, "loss_worst_excess")
+    return (f"losses agree: {checked} of {checked} {arm} runs follow eager's lm loss"
+            + (f" (closest: {close:.2f} of the tolerance, run {run})" if close is not None else ""))
+
+
+def launch(row: Mapping[str, Any]) -> str:
+    """'the GPU is busy 24 % of an eager step (41.2 of 172.0 ms): a graph can win up to 4.17x' ('' when unmeasured)."""
+    share, ceiling, busy = _get(row, "gpu_busy_share"), _get(row, "graph_ceiling"), _get(row, "eager_gpu_busy_ms")
+    if share is None or ceiling is None or busy is None:
+        return ""
+    return (f"the GPU is busy {share:.0%} of an eager step ({busy:.1f} of {_get(row, 'eager_step_ms'):.1f} ms): "
+            f"a graph can win up to {ceiling:.2f}x")
 
 
 def reason(row: Mapping[str, Any]) -> str:
@@ -167,7 +196,7 @@ def _sentence(row: Mapping[str, Any]) -> str:
         return f"{head}; graph arm: {_count(_get(row, 'graph_outcomes')) or 'no runs'}"
     if verdict == BLOCKED:
         return f"graph arm blocked: {_failure(row)}"
-    if verdict == INVALID and outcome == vd.GRAPH_LOSS_DIVERGED:
+    if verdict == INVALID and outcome in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE):
         tail = f"; its step time {interval(row)} is not a result" if _get(row, "speedup") is not None else ""
         return f"the graph arm trains another model: {parity(row)}{tail}"
     if verdict == INVALID:
@@ -179,6 +208,9 @@ def _sentence(row: Mapping[str, Any]) -> str:
         mem = _get(row, "eager_mem_gb")
         fit = f"; eager fit at {mem:.2f} GB {memory_words(row)}" if mem is not None else "; eager fit"
         return f"{head}: {_failure(row)}{fit}{timing}"
+    if verdict == FAILED and outcome == vd.GRAPH_TOO_SHORT:
+        return (f"the graph runs completed but are too short for a steady window ({_failure(row)}): give the spec "
+                "more iterations")
     if verdict == FAILED:
         return (f"graph arm has no usable run ({_count(_get(row, 'graph_outcomes')) or 'no graph runs'}) "
                 f"({_failure(row)}) while eager completed")
@@ -190,5 +222,10 @@ def _sentence(row: Mapping[str, Any]) -> str:
         SPEEDUP: f"{other} faster: {interval(row)} excludes {band}",
         SLOWDOWN: f"{other} slower: {interval(row)} excludes {band}",
         NEUTRAL: f"no practical difference: {interval(row)} lies inside {band}",
+        UNVERIFIED: f"{other} faster: {interval(row)} excludes {band}, but not a result: {parity(row) or 'loss parity unchecked'}",
     }.get(verdict, f"{interval(row)} straddles {band}")
+    if _get(row, "family_gated"):
+        head = (f"{interval(row)} excludes {band} on its own, but not after the sweep's family check: q = "
+                f"{_get(row, 'q_value'):.3f} (Benjamini-Hochberg over its timed cells, which share eager baselines) "
+                f"is not below alpha {_get(row, 'alpha'):g}")
     return "; ".join([head, *notes(row)])

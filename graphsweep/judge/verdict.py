@@ -5,9 +5,11 @@ Outcomes first, then timing, then loss parity:
   evidence -> invalid; a graph OOM -> oom; no usable graph run -> failed;
 - otherwise the interval of eager/graph step time from the per-job steady medians (judge/interval.py: jobs are
   the replicates, a resolution floor, an allowance for thin arms, never pooled) against the band 1 +- margin;
-- a usable graph run whose lm loss leaves its eager counterpart's (judge/parity.py) makes the cell invalid: the
-  graph trained another model, however fast; unless another graph run of the same seed follows eager at every
-  iteration: then the one run drifted (`run-drift`), the verdict stands and its reason names the run.
+- loss parity (judge/parity.py) on every graph run with a loss, usable or not: a NaN/Inf loss, or a persistent
+  departure from the eager runs of its seed beyond the drift bound, makes the cell invalid: the graph trained
+  another model, however fast (a NaN'd run is never excluded as infrastructure); one drifting run of three or more
+  is `run-drift` (the verdict stands, the reason counts it, nothing recommends it); a speedup whose parity could
+  not be checked is `unverified`, not a result. An A/A control cell's parity is recorded, never a verdict.
 The sentence a reader sees is written from these fields by judge/prose.py, and only there.
 """
 
@@ -22,8 +24,8 @@ import numpy as np
 from graphsweep.judge import interval as iv
 from graphsweep.judge import parity as lp
 from graphsweep.vocab import (
-    BASELINE_FAILED, BLOCKED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN, SPEEDUP, TIMING_VERDICTS,
-    USABLE_OUTCOMES,
+    BASELINE_FAILED, BLOCKED, COMPLETED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN, SPEEDUP,
+    TIMING_VERDICTS, UNVERIFIED, USABLE_OUTCOMES,
 )  # fmt: skip
 
 # The memory a cell's arms are compared on (runs.parquet column -> its words), best first; a cell uses the first one
@@ -47,6 +49,8 @@ GRAPH_INTRODUCES_FAILURE = "graph-introduces-failure"
 GRAPH_BLOCKED = "graph-blocked"
 GRAPH_INVALID = "graph-invalid"
 GRAPH_LOSS_DIVERGED = "graph-loss-diverged"
+GRAPH_LOSS_NONFINITE = "graph-loss-nonfinite"
+GRAPH_TOO_SHORT = "graph-too-short"  # graph runs completed with too few iterations for a steady window
 BOTH_FAILED = "both-failed"
 
 
@@ -59,8 +63,10 @@ class ArmRun:
     mem_gb: float | None = None  # the run's memory figure (compare.MEMORY_FIGURES: steady reserved, when logged)
     reason: str = ""
     error_class: str | None = None
-    seed: int | None = None  # runs of one seed train the same model (None: the workload's one fixed seed)
+    seed: int | None = None  # runs of one seed train the same model (None: unknown, so never compared)
     loss: Mapping[int, float] = field(default_factory=dict)  # iteration -> lm loss, every iteration printed
+    steady_reason: str = ""  # why the run has the steady window it has (parse/window.py), e.g. too few iterations
+    gpu_busy_ms: float | None = None  # eager arms: GPU busy ms per iteration (parse/busy.py)
 
     def __post_init__(self) -> None:
         if self.outcome not in RESULT_OUTCOMES:
@@ -89,6 +95,11 @@ class ArmRun:
     @property
     def print_step_ms(self) -> float:
         return self.resolution_ms if self.resolution_ms else iv.print_step(self.step_ms)
+
+    @property
+    def too_short(self) -> bool:
+        """It ran to its end but had too few iterations for a steady window (a spec to fix, not a failure)."""
+        return self.outcome == COMPLETED and not len(self.step_ms) and self.steady_reason.startswith("too few")
 
 
 @dataclass
@@ -128,15 +139,24 @@ class Verdict:
     eager_mem_gb: float | None = None
     graph_mem_gb: float | None = None
     mem_delta_gb: float | None = None  # graph - eager
-    # loss parity of the graph arm (judge/parity.py): the worst graph run
+    # loss parity of the graph arm (judge/parity.py): the run that decided it (or the closest call when ok)
     loss_parity: str | None = None  # parity.PARITY_OK | DIVERGED | NONFINITE | RUN_DRIFT | UNCHECKED
-    loss_iteration: int | None = None  # where it diverged (or, when ok, the closest call)
+    loss_iteration: int | None = None  # where that run left eager's loss (or, when ok, came closest)
     loss_graph: float | None = None
     loss_eager: float | None = None
-    loss_rel_diff: float | None = None
+    loss_rel_diff: float | None = None  # |graph - eager| / |eager| at loss_iteration
+    loss_level: float | None = None  # that run's persistent departure (median of the tail from an iteration on)
     loss_tolerance: float | None = None
-    loss_worst_excess: float | None = None  # max rel_diff / tolerance over iterations (> 1: diverged)
+    loss_worst_excess: float | None = None  # loss_level / loss_tolerance (> 1: departed)
     loss_run_id: str | None = None
+    loss_departed: int | None = None  # graph runs that left eager's loss (diverged, NaN or drifted)
+    loss_checked: int | None = None  # graph runs compared with an eager run of their seed
+    loss_runs: int | None = None  # graph runs with a loss at all
+    loss_spread: float | None = None  # the eager-like runs' own persistent level (the model's non-determinism)
+    # launch-boundness of the eager arm (parse/busy.py): the GPU's busy time per step, its share, what a graph can win
+    eager_gpu_busy_ms: float | None = None
+    gpu_busy_share: float | None = None
+    graph_ceiling: float | None = None  # eager step / GPU busy: no graph of this step can be faster than this
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
@@ -156,33 +176,42 @@ def _fail(v: Verdict, verdict: str, paired_outcome: str, run: ArmRun | None) -> 
     return v
 
 
-def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.Parity | None:
-    """The worst graph run's parity against the usable eager runs of its seed; recorded on v.
+def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.ArmParity | None:
+    """The graph arm's loss parity against the eager-like runs of each seed; recorded on v.
 
     Only runs whose seed is known (stated in the log, or set by the command) are compared: runs of different seeds
-    train different models from the first step, so an unknown seed leaves the parity unchecked, never diverged.
-    A diverged run is the arm's divergence only when no other graph run of its seed follows eager; otherwise the
-    cell reads RUN_DRIFT (a NaN or Inf is never drift).
+    train different models from the first step, so a run of unknown seed is unchecked, never diverged.
     """
-    checked: list[tuple[lp.Parity, ArmRun]] = []
-    for g in graph:
-        if not g.loss:
-            continue
-        same_seed = [dict(e.loss) for e in eager if e.loss and g.seed is not None and e.seed == g.seed]
-        checked.append((lp.check_parity(same_seed, dict(g.loss)), g))
-    if not checked:
+    runs = [g for g in graph if g.loss]
+    if not runs:
         return None
-    followed = {g.seed for p, g in checked if p.verdict == lp.PARITY_OK}
+    checked: list[lp.RunParity] = []
+    spread, tol = 0.0, lp.tolerance_for(0.0)
+    for seed in dict.fromkeys(g.seed for g in runs):
+        mine = [g for g in runs if g.seed == seed]
+        ref = {e.run_id: dict(e.loss) for e in eager if e.loss and seed is not None and e.seed == seed}
+        s_spread = lp.eager_spread(list(ref.values()))
+        s_tol = lp.tolerance_for(s_spread)
+        spread, tol = max(spread, s_spread), max(tol, s_tol)
+        checked += [lp.check_run(g.run_id, dict(g.loss), ref, s_tol) for g in mine]
+    arm = lp.summarize(checked, spread, tol)
+    v.loss_parity, v.loss_departed, v.loss_checked, v.loss_runs = arm.state, arm.departed, arm.checked, len(runs)
+    v.loss_spread, v.loss_tolerance = arm.spread, arm.tolerance
+    w = arm.worst
+    if w is not None:
+        v.loss_iteration, v.loss_run_id, v.loss_graph, v.loss_eager = w.iteration, w.run_id, w.graph_loss, w.eager_loss
+        v.loss_rel_diff, v.loss_level, v.loss_tolerance = w.rel_diff, w.level, w.tolerance
+        v.loss_worst_excess = w.excess if w.state != lp.UNCHECKED else None
+    return arm
 
-    def state(p: lp.Parity, g: ArmRun) -> str:
-        return lp.RUN_DRIFT if p.verdict == lp.DIVERGED and g.seed in followed else p.verdict
 
-    severity = {lp.NONFINITE: 3, lp.DIVERGED: 3, lp.RUN_DRIFT: 2, lp.PARITY_OK: 1, lp.UNCHECKED: 0}
-    p, g = max(checked, key=lambda pg: (severity[state(*pg)], pg[0].worst_excess))
-    v.loss_parity, v.loss_iteration, v.loss_run_id = state(p, g), p.iteration, g.run_id
-    v.loss_graph, v.loss_eager, v.loss_rel_diff = p.graph_loss, p.eager_loss, p.rel_diff
-    v.loss_tolerance, v.loss_worst_excess = p.tolerance, p.worst_excess
-    return replace(p, verdict=v.loss_parity)
+def _launch_bound(v: Verdict, eager: Sequence[ArmRun]) -> None:
+    """The eager arm's GPU-busy time per step against its step time: the most any graph of this step can win."""
+    busy = _median_or_none([r.gpu_busy_ms for r in eager])
+    if busy and v.eager_step_ms:
+        v.eager_gpu_busy_ms = busy
+        v.gpu_busy_share = min(1.0, busy / v.eager_step_ms)
+        v.graph_ceiling = max(1.0, v.eager_step_ms / busy)
 
 
 def judge_cell(
@@ -194,11 +223,14 @@ def judge_cell(
     paired: bool = False,
     control: bool = False,
     mem_metric: str | None = None,
+    reference: Sequence[ArmRun] = (),
 ) -> Verdict:
     """Verdict of one cell (one graph variant, or the A/A control, against its shape's eager baseline).
 
     `alpha` is this look's (interval.alpha_for_look: a sweep that may add repeats spends half at each look);
-    `paired` pairs the arms by position (ABBA pair jobs); `control` marks an A/A cell (both arms eager).
+    `paired` pairs the arms by position (ABBA pair jobs); `control` marks an A/A cell (both arms eager);
+    `reference` holds more eager-like runs of the shape (its A/A control runs): they widen the parity tolerance to
+    the model's own non-determinism, never the timing.
     """
     if not 0 < margin < 1:
         raise ValueError(f"judge_cell: margin={margin} must be a fraction in (0, 1), e.g. 0.02 for 2 %")
@@ -223,6 +255,7 @@ def judge_cell(
         v.graph_step_ms = float(np.median([r.median_ms for r in g_ok]))
         v.graph_resolution_ms = max(r.print_step_ms for r in g_ok)
     g_out, e_out = {r.outcome for r in graph}, {r.outcome for r in eager}
+    _launch_bound(v, e_ok)
 
     # 1. No baseline, no verdict.
     if not e_ok:
@@ -235,14 +268,22 @@ def judge_cell(
         return _fail(v, BLOCKED, GRAPH_BLOCKED, _first(graph, BLOCKED))
     if INVALID in g_out:
         return _fail(v, INVALID, GRAPH_INVALID, _first(graph, INVALID))
+    # 3. Loss parity of every graph run with a loss: a NaN'd or departed run is another model, never a lost run.
+    reference_runs = [r for r in (*e_ok, *reference) if r.loss]
+    parity = _parity(v, reference_runs, graph)
+    if parity is not None and control:
+        parity = None  # an A/A cell's arms run the same code: a departure there is the model's own noise
+    if parity is not None and parity.state == lp.NONFINITE:
+        return _fail(v, INVALID, GRAPH_LOSS_NONFINITE, next(r for r in graph if r.run_id == v.loss_run_id))
     if OOM in g_out:
         return _fail(v, OOM, GRAPH_SOMETIMES_OOM if g_ok else GRAPH_ONLY_OOM, _first(graph, OOM))
-    if not g_ok:  # eager lost runs the same way too: flaky infrastructure rather than the graph
+    if not g_ok:
+        if all(r.too_short for r in g_bad):
+            return _fail(v, FAILED, GRAPH_TOO_SHORT, _first(g_bad))
+        # eager lost runs the same way too: flaky infrastructure rather than the graph
         mixed = bool(e_bad) and {r.outcome for r in e_bad} >= g_out
         return _fail(v, FAILED, MIXED if mixed else GRAPH_INTRODUCES_FAILURE, _first(g_bad))
-    # 3. A graph arm that trains another model is not a result, however fast.
-    parity = _parity(v, e_ok, g_ok)
-    if parity is not None and parity.verdict in (lp.DIVERGED, lp.NONFINITE):
+    if parity is not None and parity.state == lp.DIVERGED:
         v.verdict, v.paired_outcome = INVALID, GRAPH_LOSS_DIVERGED
         v.failure_run_id = v.loss_run_id
         # fall through: the timing is still recorded, for the reader who wants to see what the wrong model cost
@@ -269,6 +310,8 @@ def judge_cell(
         v.verdict = j.verdict
         if j.verdict == INCONCLUSIVE and not j.resolution_limited:
             v.repeats_needed = iv.repeats_for_power(ea, ga, margin=margin)
+        if v.verdict == SPEEDUP and not control and v.loss_parity in (None, lp.UNCHECKED):
+            v.verdict = UNVERIFIED  # faster, but nothing shows that it trains the same model
     return v
 
 

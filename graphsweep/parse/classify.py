@@ -55,6 +55,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from graphsweep.parse import crash
+from graphsweep.parse.busy import launch_figures
 from graphsweep.parse.memory import steady_figures
 from graphsweep.parse.records import Evidence, Hit, Mark, RunSummary
 from graphsweep.parse.signatures import INFRA_STATES, TIME_LIMIT, Signature, transient_of
@@ -140,6 +141,7 @@ def _window(s: RunSummary, ev: Evidence, arm: str, warmup: int | None, min_stead
     cap = warmup + 1 if warmup is not None else ev.capture_iteration
     s.capture_iteration = cap if arm == GRAPH else None
     steady_figures(s, ev)
+    launch_figures(s, ev)
     mx = {i: v[1] for i, v in ev.memory.items() if v[1] == v[1]}
     if mx:
         before = [v for i, v in mx.items() if cap is not None and i < cap]

@@ -42,6 +42,12 @@ class RunSummary:
     capture_s: float | None = None  # the capture's own time as Megatron/TE/MCore (or the builtin) reports it
     capture_iteration_excess_s: float | None = None  # Megatron entry: capture iteration minus a median eager one
     graphable_layers: int | None = None
+    # launch-boundness (eager arms, graphsweep/parse/busy.py): GPU busy ms per iteration, its share of the steady
+    # median step, and the ceiling step / busy that no graph of this step can beat
+    gpu_busy_ms: float | None = None
+    gpu_busy_share: float | None = None
+    graph_ceiling: float | None = None
+    gpu_busy_note: str | None = None  # why a run that should have measured it did not
     transient: str | None = None  # the reference §6.2 substring found, when nothing deterministic explains the failure
     # extras
     signature_id: str | None = None  # catalogue id (SIGNATURES)
@@ -143,6 +149,8 @@ class Evidence:
     capture_s: float | None = None
     capture_iteration_excess_s: float | None = None
     peaks_reset: int | None = None  # the iteration after which the training process reset the memory peaks
+    gpu_busy_ms: float | None = None  # eager arm: GPU busy ms per iteration, max over ranks (parse/busy.py)
+    gpu_busy_note: str | None = None  # why it was not measured, as the training process said
     graphable_layers: int | None = None
     no_graphable: Mark | None = None
     replay_iteration: int | None = None

@@ -152,6 +152,8 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         ev.capture_iteration_excess_s = _larger(ev.capture_iteration_excess_s, fs.capture_excess_s)
         if fs.peaks_reset is not None and ev.peaks_reset is None:
             ev.peaks_reset = fs.peaks_reset
+        ev.gpu_busy_ms = _larger(ev.gpu_busy_ms, fs.gpu_busy_ms)
+        ev.gpu_busy_note = ev.gpu_busy_note or fs.gpu_busy_note
         if fs.graphable_layers is not None:
             ev.graphable_layers = max(ev.graphable_layers or 0, fs.graphable_layers)
         ev.no_graphable = ev.no_graphable or _mark(fs, fs.no_graphable)

@@ -69,6 +69,8 @@ class FileScan:
     # memory: iteration -> values of lf.MEM_FIELDS [alloc, max_alloc, max_reserved, reserved] (max over ranks)
     memory: dict[int, list[float]] = field(default_factory=dict)
     peaks_reset: int | None = None  # `[graphsweep] memory peaks reset after iteration i`: later mem-max-* start there
+    gpu_busy_ms: float | None = None  # `[graphsweep] gpu busy:` ms per iteration, max over the ranks of this file
+    gpu_busy_note: str | None = None  # why the busy time was not measured, as the entry said
     # lifecycle
     training_started: bool = False
     start_iteration: int = 0
@@ -259,6 +261,10 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
             fs.capture_excess_s = _max(fs.capture_excess_s, float(m.group(1)))
         if m := lf.RE_PEAKS_RESET.search(raw):
             fs.peaks_reset = int(m.group(1)) if fs.peaks_reset is None else fs.peaks_reset
+        if m := lf.RE_GPU_BUSY.search(raw):
+            fs.gpu_busy_ms = _max(fs.gpu_busy_ms, float(m.group(4)))
+        elif fs.gpu_busy_note is None and (m := lf.RE_GPU_BUSY_UNMEASURED.search(raw)):
+            fs.gpu_busy_note = m.group(2).decode("utf-8", "replace").strip()
         if m := lf.RE_REPLAY.search(raw):
             fs.replay_iteration = int(m.group(1)) if fs.replay_iteration is None else fs.replay_iteration
         if m := lf.RE_REPLAYS.search(raw):

@@ -19,8 +19,12 @@ from graphsweep import __version__, provenance
 # History (docs/tables.md): 1 = first release; 2 = runs gains the prov_* columns and prov_key, comparison gains
 # not_comparable_fields and the verdict `not-comparable`; 3 = comparison judges with a resolution floor and margin
 # p-values (p_beyond, p_within replace p_value; the interval's design, spreads, alpha; loss parity columns), runs
-# gains elapsed_resolution_ms and seed. Files without graphsweep metadata count as version 0.
-SCHEMA_VERSION = 3
+# gains elapsed_resolution_ms and seed; 4 = comparison judges loss parity on the trajectory (loss_level,
+# loss_departed, loss_checked, loss_runs, loss_spread), gates decided verdicts on the sweep's BH q (family_gated),
+# has the verdict `unverified` and the eager arm's launch-boundness (eager_gpu_busy_ms, gpu_busy_share,
+# graph_ceiling); runs gains gpu_busy_ms, gpu_busy_share, graph_ceiling, gpu_busy_note. Files without graphsweep
+# metadata count as version 0.
+SCHEMA_VERSION = 4
 
 # Columns every row of a table has (axis columns and extra fields come after these).
 PLAN_COLUMNS = [
@@ -38,8 +42,10 @@ COMPARISON_COLUMNS = [
     "eager_spread", "graph_spread", "thin", "resolution_limited", "repeats_needed", "n_eager", "n_graph",
     "eager_resolution_ms", "graph_resolution_ms", "mem_metric", "eager_mem_gb", "graph_mem_gb", "mem_delta_gb",
     "paired_outcome", "failure_run_id", "failure_detail", "excluded_run_ids", "loss_parity", "loss_iteration",
-    "loss_graph", "loss_eager", "loss_rel_diff", "loss_tolerance", "loss_worst_excess", "loss_run_id", "control",
-    "rule_id", "eager_run_id", "graph_run_id", "eager_run_ids", "graph_run_ids", "gpu_seconds", "gpu_names",
+    "loss_graph", "loss_eager", "loss_rel_diff", "loss_level", "loss_tolerance", "loss_worst_excess", "loss_run_id",
+    "loss_departed", "loss_checked", "loss_runs", "loss_spread", "family_gated", "eager_gpu_busy_ms",
+    "gpu_busy_share", "graph_ceiling", "control", "rule_id", "eager_run_id", "graph_run_id", "eager_run_ids",
+    "graph_run_ids", "gpu_seconds", "gpu_names",
 ]  # fmt: skip
 
 
@@ -84,11 +90,19 @@ def _comparison_v2_to_v3(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(**{c: None for c in new})
 
 
+def _comparison_v3_to_v4(df: pd.DataFrame) -> pd.DataFrame:
+    """Version 3 judged parity iteration by iteration and had no family gate: its verdicts stay as they were
+    judged; the version 4 columns read as unknown (re-judge with snakemake --forcerun compare)."""
+    new = [c for c in COMPARISON_COLUMNS if c not in df.columns]
+    return df.assign(**{c: None for c in new})
+
+
 # (table, from version) -> function that turns a frame of that version into the next version's.
 UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
     ("runs", 1): _runs_v1_to_v2,
     ("comparison", 1): _comparison_v1_to_v2,
     ("comparison", 2): _comparison_v2_to_v3,
+    ("comparison", 3): _comparison_v3_to_v4,
 }
 
 
