@@ -164,6 +164,12 @@ EXTRA_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "cpu_offloading/good-local-full-iteration": ("cpu_offloading", "good", case(
         {"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["full_iteration"], "model.use_te_rng_tracker": True,
          "rerun_state_machine.check_for_nan_in_loss": False, "model.cpu_offloading": True})),
+    # a2a overlap with a full-iteration graph: Core >= 0.18 checks only TE moe/mlp scopes (core_v0.18.0 L2443-2451),
+    # 0.17.1 refuses every non-TE impl (L2143-2151); drop-and-pad so the MoE dispatcher is capturable
+    "moe_a2a_overlap_with_graphs/good-full-iteration": ("moe_a2a_overlap_with_graphs", "good", case(
+        {"model.cuda_graph_impl": "full_iteration", "model.cuda_graph_modules": [], "model.use_te_rng_tracker": True,
+         "rerun_state_machine.check_for_nan_in_loss": False, "comm_overlap.overlap_moe_expert_parallel_comm": True,
+         "model.moe_expert_capacity_factor": 1.0, "model.moe_pad_expert_input_to_capacity": True})),
 }
 
 

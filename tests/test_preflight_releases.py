@@ -261,3 +261,14 @@ def test_truth_table_has_every_rule_and_no_disagreement():
     rows = truth_table(_recorded())
     assert [r for r, _ in rows] == [c.id for c in catalogue.PREFLIGHT]
     assert not [(rule, rel) for rule, row in rows for rel, v in row.items() if v == "DISAGREE"]
+
+
+def test_docs_table_is_the_truth_table_tool_output():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("truth_table", ROOT / "tools" / "truth_table.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    doc = (ROOT / "docs" / "megatron.md").read_text()
+    shown = doc.split("<!-- truth-table:start -->\n", 1)[1].split("<!-- truth-table:end -->", 1)[0]
+    assert shown == tool.table(), "docs/megatron.md: paste the output of .venv/bin/python tools/truth_table.py"
