@@ -272,3 +272,23 @@ def test_docs_table_is_the_truth_table_tool_output():
     doc = (ROOT / "docs" / "megatron.md").read_text()
     shown = doc.split("<!-- truth-table:start -->\n", 1)[1].split("<!-- truth-table:end -->", 1)[0]
     assert shown == tool.table(), "docs/megatron.md: paste the output of .venv/bin/python tools/truth_table.py"
+
+
+def test_ci_fails_when_a_built_check_ran_no_case(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "live.log"
+    log.write_text(json.dumps({"check": "bridge", "release": "Bridge 0.6.2 / Core 0.19.2", "cases": 98}) + "\n"
+                   + json.dumps({"check": "core", "release": "0.17.1", "cases": 100}) + "\n")
+
+    def ci(*expected: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "tools" / "live_checks.py"), str(log), *expected],
+                              capture_output=True, text=True)
+
+    ok = ci("bridge", "core:0.17.1")
+    assert ok.returncode == 0 and "Bridge 0.6.2 / Core 0.19.2: 98 cases" in ok.stdout
+    assert "Megatron Core 0.17.1 TransformerConfig: 100 cases" in ok.stdout
+    missing = ci("bridge", "core:0.17.1", "core:0.18.2")
+    assert missing.returncode == 1 and "core:0.18.2" in missing.stderr
+    assert ci().returncode == 0  # nothing buildable here: nothing expected, said so
