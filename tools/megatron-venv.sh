@@ -50,15 +50,15 @@ TE=2.20.2
 RESILIENCY=0.7.0
 
 mkdir -p "$DIR"/wheels "$DIR"/out "$DIR"/src
-# a build from nothing takes 6.2 GB (du -sh after one, 2026-11-30)
-if [[ ! -x $DIR/venv/bin/python ]] && (( $(df -Pk "$DIR" | awk 'NR==2 {print $4}') < 7 * 1024 * 1024 )); then
-  cannot "less than 7 GB free in $DIR (a build from nothing takes 6.2 GB)"
-fi
 VPY="$DIR/venv/bin/python"
 SP="$DIR/venv/lib/python3.12/site-packages"
 T0=$(date +%s)
 step() { printf '[megatron-venv %s +%ss] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - T0))" "$*"; }
 cannot() { step "NOT BUILDABLE HERE: $*"; exit 3; }
+# a build from nothing takes 6.2 GB (du -sh after one, 2026-11-30)
+if [[ ! -x $DIR/venv/bin/python ]] && (( $(df -Pk "$DIR" | awk 'NR==2 {print $4}') < 7 * 1024 * 1024 )); then
+  cannot "less than 7 GB free in $DIR (a build from nothing takes 6.2 GB)"
+fi
 # stdout of pip goes to a log per step; the tail is shown on failure
 run_logged() { local log=$1; shift; if ! "$@" >"$log" 2>&1; then tail -25 "$log"; step "FAILED: $* (log: $log)"; exit 1; fi; }
 has_version() { "$VPY" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null; }
