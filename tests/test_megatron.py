@@ -40,7 +40,7 @@ def golden_text(spec_path: Path) -> str:
 
 def test_there_are_three_example_sweeps_and_they_validate():
     names = {load_spec(p).name for p in EXAMPLES}
-    assert names == {"megatron-llama3-8b-dense", "megatron-qwen3-30b-a3b-moe", "megatron-tiny-vanilla-gpt",
+    assert names == {"megatron-llama3-8b-dense", "megatron-1b-dense", "megatron-qwen3-30b-a3b-moe", "megatron-tiny-vanilla-gpt",
                      "megatron-tiny-moe", "megatron-tiny-moe-paired", "megatron-tiny-2gpu"}
 
 
@@ -108,14 +108,16 @@ def _runs(spec_path: str, **changes):
 
 
 def test_api_generations_never_set_scope_and_modules_together():
-    for mcore in ("0.18", "0.19", "auto"):
+    # <= 0.17 has only cuda_graph_scope; >= 0.18 cuda_graph_modules and the full_iteration impl (core_v0.18.0)
+    for mcore in ("0.17", "0.17.1", "0.18", "0.18.2", "0.19", "auto"):
         for run in _runs("configs/examples/megatron-llama3-8b-dense.yaml",
                          workload={**load_spec(EXAMPLE["megatron-llama3-8b-dense"]).raw["workload"], "mcore_version": mcore}):
             o = megatron.run_overrides(run)
             assert o.get("model.cuda_graph_scope") is None or "model.cuda_graph_modules" not in o
             impl = o["model.cuda_graph_impl"]
-            if mcore == "0.19":
+            if mcore.startswith(("0.18", "0.19")):
                 assert impl in ("none", "transformer_engine", "full_iteration")
+                assert "model.cuda_graph_modules" in o
             else:
                 assert impl in ("none", "transformer_engine", "local")
                 if impl == "local":
@@ -196,9 +198,12 @@ def test_graph_switch_in_settings_is_refused():
 def test_unsafe_environment_blocks_graph_arms_only():
     raw = load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).raw
     runs = validate_spec({**raw, "workload": {**raw["workload"], "env": {"NCCL_GRAPH_REGISTER": 1}}}, "t").runs()
-    blocked = {r.variant.name for r in runs if preflight(r)}
-    # TE arms assert; MCore 0.19 full iteration and eager do not check
-    assert blocked == {"attn", "attn+mlp"}
+    blocked = {r.variant.name: {v.rule for v in preflight(r)} for r in runs if preflight(r)}
+    # TE arms assert (Megatron's TE graph helper); a full iteration hangs the same way though Megatron does not check
+    # (field row 29: its own rule); eager is free
+    assert blocked == {"attn": {"expandable_segments_nccl_graph_register"},
+                       "attn+mlp": {"expandable_segments_nccl_graph_register"},
+                       "full_iteration": {"full_iteration_expandable_segments"}}
 
 
 def test_gpu_seconds_estimate():
@@ -242,6 +247,16 @@ def test_entry_translates_the_graph_switch_for_the_detected_api():
     assert t(new, has_modules=False) == ["model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=[attn,mlp]"]
     assert t(["model.cuda_graph_impl=none"], has_modules=True) == [
         "model.cuda_graph_impl=none", "model.cuda_graph_modules=[]", "model.cuda_graph_scope=null"]
+
+
+def test_entry_graph_api_is_a_core_version_split_at_0_18():
+    # core_v0.17.1 has only cuda_graph_scope; core_v0.18.0 adds cuda_graph_modules (MLM PR #4292)
+    from graphsweep.entry.megatron_entry import graph_api_has_modules, parse_args
+
+    assert [graph_api_has_modules(v) for v in ("0.17", "0.17.1", "0.18", "0.18.2", "0.19", "auto")] == [
+        False, False, True, True, True, None]
+    with pytest.raises(SystemExit):
+        parse_args(["--recipe", "r", "--graph-api", "modules"])
 
 
 def test_entry_memory_line_is_the_bridge_format():

@@ -24,10 +24,25 @@ PAD_MAX = {"dataset.dataset_kwargs.pad_to_max_length": True}
 PAD_CU = {"dataset.offline_packing_specs.pad_cu_seqlens": True}
 FSDP = {"ddp.use_megatron_fsdp": True}
 MFSDP_V2 = {"ddp.megatron_fsdp_version": 2}  # MCore main 0.20.0 DDP config L93 / Bridge main 0.7.0 config.py L1071
+# fine-grained activation offloading (Bridge 0.6.2 wants NVTE_CPU_OFFLOAD_V1=1 with TE >= 2.10)
+OFFLOAD = {"model.fine_grained_activation_offloading": True}
+OFFLOAD_ENV = {"NVTE_CPU_OFFLOAD_V1": "1"}
+DROP_PAD = {"model.moe_expert_capacity_factor": 1.0, "model.moe_pad_expert_input_to_capacity": True}
+LOCAL = {"model.cuda_graph_impl": "local", **RNG}  # per-layer local graphs (Bridge 0.6 refuses them: Core does not)
+FULL_IMPL = {"model.cuda_graph_impl": "full_iteration", "model.cuda_graph_modules": [], **RNG,
+             "rerun_state_machine.check_for_nan_in_loss": False}
+GTP = {"model.gtp_weight_remat_size": 2, "model.fp8": "hybrid", "model.moe_shared_expert_intermediate_size": 256,
+       "model.recompute_granularity": "selective", "model.recompute_modules": ["shared_experts"], **MOE}
 
 
-def case(settings, env=None, gpus=8, mcore="0.19", te=None):
-    return dict(settings=settings, env=env or {}, gpus=gpus, mcore=mcore, te_version=te)
+# variable sequence lengths need a non-allgather dispatcher on every model (MCore 0.19.2 transformer_config.py L2644-2649)
+VLM = {"model.cuda_graph_scope": ["attn"], "model.moe_token_dispatcher_type": "alltoall"}
+
+
+def case(settings, env=None, gpus=8, mcore="auto", te=None, torch=None, recipe=None):
+    """mcore: the Megatron Core version the engine is told ("auto": the newest API, release unknown)."""
+    return dict(settings=settings, env=env or {}, gpus=gpus, mcore=mcore, te_version=te, torch_version=torch,
+                recipe=recipe)
 
 
 # rule id -> (bad case, good case). Every good case is fully valid: no rule at all may fire on it.
@@ -36,8 +51,8 @@ CASES = {
                                 case({**TE, "model.cuda_graph_scope": ["attn"]})),
     "cuda_graph_scope_unknown": (case({**TE, "model.cuda_graph_scope": ["attn", "mlpp"]}),
                                  case({**TE, "model.cuda_graph_scope": ["attn", "mlp"]})),
-    "cuda_graph_modules_before_0_19": (case({**TE, "model.cuda_graph_modules": ["attn"]}, mcore="0.18"),
-                                       case({**TE, "model.cuda_graph_scope": ["attn"]}, mcore="0.18")),
+    "cuda_graph_modules_before_0_18": (case({**TE, "model.cuda_graph_modules": ["attn"]}, mcore="0.17"),
+                                       case({**TE, "model.cuda_graph_scope": ["attn"]}, mcore="0.17")),
     "cuda_graph_scope_and_modules": (
         case({**TE, "model.cuda_graph_scope": ["attn"], "model.cuda_graph_modules": ["attn"]}),
         case({**TE, "model.cuda_graph_scope": None, "model.cuda_graph_modules": ["attn"]})),
@@ -118,12 +133,60 @@ CASES = {
         case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"], "model.add_qkv_bias": True}),
         case({**TE, **DELAY, "model.cuda_graph_scope": ["attn"], "model.add_qkv_bias": False,
               "model.add_bias_linear": False})),
-    "delay_wgrad_needs_ep_overlap": (case({**TE, "model.cuda_graph_scope": ["mlp"], "comm_overlap.delay_wgrad_compute": True,
+    "delay_wgrad_needs_ep_overlap": (case({**TE, "model.cuda_graph_scope": ["attn"], "comm_overlap.delay_wgrad_compute": True,
                                            "model.add_bias_linear": False}),
                                      case({**TE, "model.cuda_graph_scope": ["attn"], **DELAY})),
     "expandable_segments_nccl_graph_register": (
         case({**TE, "model.cuda_graph_scope": ["attn"]}, env=ES),
         case({**TE, "model.cuda_graph_scope": ["attn"]}, env={**ES, "NCCL_GRAPH_REGISTER": "0"})),
+    # field row 29: the full-iteration wrapper asserts nothing, the hang is the same (pytorch #158029)
+    "full_iteration_expandable_segments": (case(FULL, env=ES), case(FULL, env={**ES, "NCCL_GRAPH_REGISTER": "0"})),
+    # field row 20 (Bridge #1688, PR #5788): overlap_param_gather itself stays on
+    "full_iteration_param_gather_with_optimizer_step": (
+        case({**FULL, "comm_overlap.overlap_param_gather_with_optimizer_step": True}),
+        case({**FULL, "comm_overlap.overlap_param_gather_with_optimizer_step": False})),
+    # field row 23 (MLM PR #4232): per-layer TE graphs with Megatron-FSDP v1; the full-iteration form is the fix
+    "fsdp_te_scoped_graphs": (
+        case({**TE, "model.cuda_graph_scope": ["attn"], **FSDP}),
+        case({**FULL, **FSDP, "ddp.megatron_fsdp_cuda_graph_mode": True,
+              "ddp.fsdp_all_gather_in_start_param_sync": False})),
+    # field row 24 (pytorch PR #176753, MLM PR #7348): gated on a known torch version
+    "torch_register_generator_state_flood": (case({**TE, "model.cuda_graph_scope": ["attn"]}, torch="2.14.0"),
+                                             case({**TE, "model.cuda_graph_scope": ["attn"]}, torch="2.13.0")),
+    # field row 30 (Bridge r0.6.0 Qwen3VLModel / Exaone45Model): needs the recipe's name
+    "vlm_graphs_fixed_seq_lengths": (
+        case({**TE, **VLM, "model.variable_seq_lengths": True}, recipe="qwen3_vl_8b_pretrain_config"),
+        case({**TE, **VLM, "model.variable_seq_lengths": False}, recipe="qwen3_vl_8b_pretrain_config")),
+    # Core 0.19.2 transformer_config.py L2596-2642 (0.18.2 L2351-2372): fine-grained offloading under graphs. Bridge
+    # 0.6 allows the local impl only for full iteration, so the good cases show the TE form
+    "fine_grained_offload_local_modules": (
+        case({**LOCAL, **MOE, "model.cuda_graph_modules": ["moe_router"], **OFFLOAD,
+              "model.offload_modules": ["core_attn"]}, env=OFFLOAD_ENV),
+        case({**TE, **MOE, "model.cuda_graph_modules": ["moe_router"], **OFFLOAD,
+              "model.offload_modules": ["core_attn"]}, env=OFFLOAD_ENV)),
+    "fine_grained_offload_local_whole_layer": (
+        case({**LOCAL, **MOE, "model.cuda_graph_modules": [], **OFFLOAD, "model.offload_modules": ["expert_fc1"]},
+             env=OFFLOAD_ENV),
+        case({**TE, **MOE, "model.cuda_graph_modules": ["attn"], **OFFLOAD, "model.offload_modules": ["expert_fc1"]},
+             env=OFFLOAD_ENV)),
+    "fine_grained_offload_impl": (
+        case({**LOCAL, **MOE, **DROP_PAD, "model.cuda_graph_modules": ["moe"], **OFFLOAD,
+              "model.offload_modules": ["expert_fc1"]}, env=OFFLOAD_ENV),
+        case({**TE, "model.cuda_graph_modules": ["attn"], **OFFLOAD, "model.offload_modules": ["core_attn"]},
+             env=OFFLOAD_ENV)),
+    "token_drop_offload": (
+        case({**TE, **MOE, **DROP_PAD, "model.cuda_graph_modules": ["moe"], **OFFLOAD,
+              "model.offload_modules": ["core_attn"]}, env=OFFLOAD_ENV),
+        case({**TE, **MOE, **DROP_PAD, "model.cuda_graph_modules": ["attn"], **OFFLOAD,
+              "model.offload_modules": ["core_attn"]}, env=OFFLOAD_ENV)),
+    "fine_grained_offload_max_inflight": (
+        case({**FULL_IMPL, **OFFLOAD, "model.offload_modules": ["core_attn"]}, env=OFFLOAD_ENV),
+        case({**FULL_IMPL, **OFFLOAD, "model.offload_modules": ["core_attn"],
+              "model.fine_grained_offloading_max_inflight_offloads": 0}, env=OFFLOAD_ENV)),
+    # Core 0.19.2 transformer_config.py L2575-2594
+    "gtp_local_graph_shared_experts_recompute": (
+        case({**LOCAL, **GTP, "model.cuda_graph_modules": ["moe_router"]}),
+        case({**TE, **GTP, "model.cuda_graph_modules": ["moe_router"]})),
     # field row 5 (MLM PR #7282): Megatron-FSDP v1 runs graphs; full iteration needs the two settings MLM sets itself
     "fsdp_full_iteration_graph_safe": (
         case({**FULL, **FSDP}),
@@ -157,8 +220,13 @@ CASES = {
 }
 
 
+def check_case(c: dict, **kw) -> list:
+    given = {k: c[k] for k in ("mcore", "te_version", "torch_version", "recipe")}
+    return catalogue.check(c["settings"], c["env"], gpus=c["gpus"], **{**given, **kw})
+
+
 def fired(c: dict) -> list[str]:
-    return [v.rule for v in catalogue.check(c["settings"], c["env"], gpus=c["gpus"], mcore=c["mcore"], te_version=c["te_version"])]
+    return [v.rule for v in check_case(c)]
 
 
 def test_every_rule_has_a_bad_and_a_good_case():
@@ -177,7 +245,7 @@ def test_no_rule_fires_on_the_good_case(rule_id):
 
 def test_every_violation_carries_rule_message_and_source():
     for bad, _ in CASES.values():
-        for v in catalogue.check(bad["settings"], bad["env"], gpus=bad["gpus"], mcore=bad["mcore"], te_version=bad["te_version"]):
+        for v in check_case(bad):
             assert v.rule and v.message and v.source
 
 
@@ -210,14 +278,57 @@ def test_unknown_scope_names_the_valid_ones():
 
 
 def test_old_api_generation_uses_its_own_wording_and_checks():
-    m = _messages({**TE, **MOE, "model.cuda_graph_scope": ["moe", "moe_router"]}, mcore="0.18")
+    # core_v0.17.1 transformer_config.py L1988, L1959-1965, L1981-1984
+    m = _messages({**TE, **MOE, "model.cuda_graph_scope": ["moe", "moe_router"]}, mcore="0.17")
     assert m["moe_and_moe_router"] == "cuda_graph_scope must not contain both moe and moe_router."
-    # full_iteration is not an impl before 0.19; CPU offloading rejects every impl there
-    assert "cuda_graph_impl_invalid" in _messages({"model.cuda_graph_impl": "full_iteration"}, mcore="0.18")
-    assert "cpu_offloading" in _messages({**FULL, "model.cpu_offloading": True}, mcore="0.18")
-    # the local manager's NCCL_GRAPH_REGISTER check exists only up to 0.18
-    assert "expandable_segments_nccl_graph_register" in _messages(FULL, env=ES, mcore="0.18")
-    assert "expandable_segments_nccl_graph_register" not in _messages(FULL, env=ES, mcore="0.19")
+    # full_iteration is not an impl before 0.18; CPU offloading rejects every impl there
+    assert "cuda_graph_impl_invalid" in _messages({"model.cuda_graph_impl": "full_iteration"}, mcore="0.17.1")
+    assert "cpu_offloading" in _messages({**FULL, "model.cpu_offloading": True}, mcore="0.17")
+    assert _messages({**TE, "model.cuda_graph_scope": ["full_iteration"]}, mcore="0.17")["full_iteration_with_te"] == (
+        "To use full iteration cuda graph, please use cuda_graph_impl=local instead of cuda_graph_impl=transformer_engine.")
+    # a2a overlap: <= 0.17 refuses every non-TE impl (L2143-2151); >= 0.18 only TE moe/mlp scopes (0.18.0 L2443-2451)
+    a2a = {**FULL, **MOE, "comm_overlap.overlap_moe_expert_parallel_comm": True}
+    assert "moe_a2a_overlap_with_graphs" in _messages(a2a, mcore="0.17")
+    assert "moe_a2a_overlap_with_graphs" not in _messages(a2a, mcore="0.18")
+
+
+def test_nccl_graph_register_checks_follow_megatron_per_release():
+    # TE helper asserts on every release; CudaGraphManager (per-layer local graphs) up to 0.18.2 only; a full
+    # iteration makes no CudaGraphManager (0.17.1 module.py L172-181) and the wrapper never checked: its own rule
+    local = {**LOCAL, "model.cuda_graph_modules": ["attn"]}
+    assert "expandable_segments_nccl_graph_register" in _messages(local, env=ES, mcore="0.18.2")
+    assert "expandable_segments_nccl_graph_register" not in _messages(local, env=ES, mcore="0.19.2")
+    assert "full_iteration_expandable_segments" in _messages(local, env=ES, mcore="0.19.2")
+    for mcore in ("0.17", "0.18", "0.19"):
+        fired_ = _messages(FULL, env=ES, mcore=mcore)
+        assert "expandable_segments_nccl_graph_register" not in fired_ and "full_iteration_expandable_segments" in fired_
+
+
+def test_check_for_core_0_18_accepts_what_core_0_18_accepts(capsys):
+    # core_v0.18.0: the full_iteration impl (L2221-2239), cuda_graph_modules (L942), CPU offloading with
+    # full_iteration (L2243), a2a overlap with non-TE impls (L2443-2451)
+    ok = [["model.cuda_graph_impl=full_iteration", "model.cuda_graph_modules=[]", "model.use_te_rng_tracker=true",
+           "rerun_state_machine.check_for_nan_in_loss=false", "model.cpu_offloading=true"],
+          ["model.cuda_graph_impl=transformer_engine", "model.cuda_graph_modules=[attn,mlp]", "model.use_te_rng_tracker=true"],
+          ["model.cuda_graph_impl=full_iteration", "model.use_te_rng_tracker=true", "model.num_moe_experts=8",
+           "rerun_state_machine.check_for_nan_in_loss=false", "comm_overlap.overlap_moe_expert_parallel_comm=true",
+           *[f"{k}={hydra.format_value(v)}" for k, v in DROP_PAD.items()], "model.moe_token_dispatcher_type=alltoall"]]
+    for args in ok:
+        rc, out = run_check(capsys, "--json", "--mcore", "0.18", "--gpus", "8", *args)
+        assert (rc, json.loads(out)["violations"]) == (0, []), args
+        rc, out = run_check(capsys, "--json", "--mcore", "0.17", "--gpus", "8", *args)
+        assert rc == 1, args  # and Core 0.17 refuses each of them
+    # what 0.18 refuses: CPU offloading with TE graphs, TE graphs of moe with a2a overlap
+    rc, out = run_check(capsys, "--json", "--mcore", "0.18", "model.cuda_graph_impl=transformer_engine",
+                        "model.cuda_graph_modules=[attn]", "model.use_te_rng_tracker=true", "model.cpu_offloading=true")
+    assert rc == 1 and [v["rule"] for v in json.loads(out)["violations"]] == ["cpu_offloading"]
+
+
+def test_mcore_versions_map_to_their_api_generation():
+    from graphsweep.constraints.graph import MODULES_API, SCOPE_API, normalise_mcore
+
+    assert [normalise_mcore(v) for v in ("0.16", "0.17", "0.17.1", "0.18", "0.18.2", "0.19.2", "auto", None)] == [
+        SCOPE_API, SCOPE_API, SCOPE_API, MODULES_API, MODULES_API, MODULES_API, MODULES_API, MODULES_API]
 
 
 def test_nccl_graph_register_must_be_exactly_zero():
@@ -233,11 +344,9 @@ GATED = {"mfsdp_v2_graphs": (0, 7), "mfsdp_v2_optimizer_graph": (0, 7), "energon
 @pytest.mark.parametrize("rule_id", sorted(GATED))
 def test_rules_of_newer_releases_do_not_apply_to_the_pinned_stack(rule_id):
     bad = CASES[rule_id][0]
-    pinned = catalogue.check(bad["settings"], bad["env"], gpus=bad["gpus"], bridge_version="0.6.2",
-                             mcore_release="0.19.2")
+    pinned = check_case(bad, bridge_version="0.6.2", mcore_release="0.19.2")
     assert rule_id not in {v.rule for v in pinned}
-    newer = catalogue.check(bad["settings"], bad["env"], gpus=bad["gpus"], bridge_version="0.7.0",
-                            mcore_release="0.20.0")
+    newer = check_case(bad, bridge_version="0.7.0", mcore_release="0.20.0")
     assert rule_id in {v.rule for v in newer}  # and the release that has the rule fires it, as does an unknown one
 
 
@@ -252,10 +361,11 @@ def test_gated_messages_are_bridge_mains_and_mcore_mains():
         "moe_grouped_tensor_needs_grouped_gemm"] == "moe_use_grouped_tensor=True requires moe_grouped_gemm=True."
 
 
-def test_megatron_fsdp_v1_runs_scoped_graphs_and_v2_refuses_them():
-    # CloudAI's "FSDP excludes graphs" is out of date: v1 has megatron_fsdp_cuda_graph_mode; only v2 refuses graphs
+def test_megatron_fsdp_v1_runs_full_iteration_graphs_and_v2_refuses_graphs():
+    # CloudAI's "FSDP excludes graphs" is out of date: v1 has megatron_fsdp_cuda_graph_mode; only v2 refuses graphs.
+    # Per-layer TE graphs with v1 diverge and fault at replay (field row 23, MLM PR #4232): their own rule
     scoped = {**TE, "model.cuda_graph_scope": ["attn"], **FSDP}
-    assert _messages(scoped, gpus=8) == {}
+    assert set(_messages(scoped, gpus=8)) == {"fsdp_te_scoped_graphs"}
     assert set(_messages({**scoped, **MFSDP_V2}, gpus=8)) == {"mfsdp_v2_graphs"}
     assert "mfsdp_v2_graphs" in _messages({"model.cuda_graph_impl": "none", **FSDP, **MFSDP_V2,
                                            "ddp.megatron_fsdp_cuda_graph_mode": True})
@@ -352,6 +462,18 @@ def test_check_json_ok(capsys):
 def test_check_gpus_pair_and_human_output(capsys):
     rc, out = run_check(capsys, "gpus=8", "model.tensor_model_parallel_size=3")
     assert rc == 1 and "parallel_sizes_divide_gpus: world_size (8) is not divisible" in out
+
+
+def test_check_reads_the_recipe_and_torch_version(capsys):
+    graph = ["model.cuda_graph_impl=transformer_engine", "model.cuda_graph_modules=[attn]", "model.use_te_rng_tracker=true"]
+    rc, out = run_check(capsys, "--json", "--recipe", "exaone45_vl_33b_sft_16gpu_h100_bf16_config",
+                        *graph, "model.variable_seq_lengths=true")
+    (v,) = json.loads(out)["violations"]
+    assert rc == 1 and v["message"].startswith("EXAONE 4.5 with CUDA graph requires fixed sequence lengths")
+    assert run_check(capsys, *graph, "model.variable_seq_lengths=true")[0] == 0  # no recipe: nothing to say
+    rc, out = run_check(capsys, "--json", "--torch-version", "2.14.1", *graph)
+    assert rc == 1 and [v["rule"] for v in json.loads(out)["violations"]] == ["torch_register_generator_state_flood"]
+    assert run_check(capsys, "--torch-version", "two", *graph)[0] == 2
 
 
 def test_check_bad_argument_exits_2(capsys):

@@ -33,7 +33,8 @@ HOMES = {
     "verdict": {"graphsweep/vocab.py"},
     "outcome": {"graphsweep/vocab.py"},
     "arm": {"graphsweep/vocab.py"},
-    "constraint": {"graphsweep/constraints/rules.py", "graphsweep/constraints/runtime.py"},
+    "constraint": {"graphsweep/constraints/rules.py", "graphsweep/constraints/runtime.py",
+                   "graphsweep/constraints/offload.py", "graphsweep/constraints/field.py"},
     "signature": {"graphsweep/parse/signatures.py"},
 }
 

@@ -7,6 +7,8 @@
 #   GRAPHSWEEP_MEGATRON_PYTHON=DIR/venv/bin/python .venv/bin/python -m pytest tests/test_bridge_agreement.py -m megatron
 #
 # Idempotent: every step checks its result first and is skipped when done; rerun it after a failure.
+# Exit 3 when this machine cannot build it (no Python 3.12, no CUDA 13 toolkit, too little disk): .ci/run reports
+# that as "not buildable here"; any other failure exits 1 and fails CI. Each step prints its elapsed time.
 # Everything comes from PyPI. Heavy steps run under `nice -n 19` with MAX_JOBS (default 2): login nodes are shared.
 # Needs: pyenv's Python 3.12 (or PYTHON312=/path/to/python3.12), a CUDA 13 toolkit (CUDA_HOME, default
 # /usr/local/cuda-13.0; only its headers and nvcc's presence are used: nothing is compiled for a GPU), unzip-free.
@@ -50,7 +52,13 @@ RESILIENCY=0.7.0
 mkdir -p "$DIR"/wheels "$DIR"/out "$DIR"/src
 VPY="$DIR/venv/bin/python"
 SP="$DIR/venv/lib/python3.12/site-packages"
-step() { printf '[megatron-venv %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+T0=$(date +%s)
+step() { printf '[megatron-venv %s +%ss] %s\n' "$(date +%H:%M:%S)" "$(($(date +%s) - T0))" "$*"; }
+cannot() { step "NOT BUILDABLE HERE: $*"; exit 3; }
+# a build from nothing takes 6.2 GB (du -sh after one, 2026-11-30)
+if [[ ! -x $DIR/venv/bin/python ]] && (( $(df -Pk "$DIR" | awk 'NR==2 {print $4}') < 7 * 1024 * 1024 )); then
+  cannot "less than 7 GB free in $DIR (a build from nothing takes 6.2 GB)"
+fi
 # stdout of pip goes to a log per step; the tail is shown on failure
 run_logged() { local log=$1; shift; if ! "$@" >"$log" 2>&1; then tail -25 "$log"; step "FAILED: $* (log: $log)"; exit 1; fi; }
 has_version() { "$VPY" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null; }
@@ -71,7 +79,7 @@ if [[ ! -x $VPY ]] || ! "$VPY" -c 'import sys; sys.exit(sys.version_info[:2] != 
     done
     if [[ -z $PY312 ]] && command -v pyenv >/dev/null; then PY312=$(PYENV_VERSION=3.12.1 pyenv which python 2>/dev/null || true); fi
   fi
-  [[ -n $PY312 && -x $PY312 ]] || { step "no Python 3.12 found: set PYTHON312=/path/to/python3.12 (pyenv install 3.12.1)"; exit 1; }
+  [[ -n $PY312 && -x $PY312 ]] || cannot "no Python 3.12 found: set PYTHON312=/path/to/python3.12 (pyenv install 3.12.1)"
   step "1/8 venv with $PY312"
   "$PY312" -m venv "$DIR/venv"
 else
@@ -149,8 +157,8 @@ fi
 TE_TORCH_WHL=$(ls "$DIR"/out/transformer_engine_torch-$TE-cp312-cp312-linux_x86_64.whl 2>/dev/null || true)
 if [[ -n $TE_TORCH_WHL ]]; then step "5/8 transformer_engine_torch wheel: present ($TE_TORCH_WHL)"; else
   [[ -x $CUDA_HOME/bin/nvcc ]] || CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc || echo /nonexistent/bin/nvcc)")")
-  [[ -x $CUDA_HOME/bin/nvcc ]] || { step "no CUDA 13 toolkit: set CUDA_HOME (looked for \$CUDA_HOME/bin/nvcc)"; exit 1; }
-  "$CUDA_HOME/bin/nvcc" --version | grep -q 'release 13' || { step "$CUDA_HOME is not CUDA 13: $("$CUDA_HOME/bin/nvcc" --version | tail -2)"; exit 1; }
+  [[ -x $CUDA_HOME/bin/nvcc ]] || cannot "no CUDA 13 toolkit: set CUDA_HOME (looked for \$CUDA_HOME/bin/nvcc)"
+  "$CUDA_HOME/bin/nvcc" --version | grep -q 'release 13' || cannot "$CUDA_HOME is not CUDA 13: $("$CUDA_HOME/bin/nvcc" --version | tail -2)"
   step "5/8 build transformer_engine_torch $TE from its sdist (MAX_JOBS=$MAX_JOBS, nice 19; 10-25 min on 2 cores)"
   rm -rf "$DIR/src/transformer_engine_torch-$TE"
   tar -xzf "$DIR/wheels/transformer_engine_torch-$TE.tar.gz" -C "$DIR/src"

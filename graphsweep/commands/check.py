@@ -14,7 +14,7 @@ import re
 import sys
 
 from graphsweep.constraints import catalogue
-from graphsweep.constraints.graph import graph_field_problem
+from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, parse_override, split_env
 
 NAME = "check"
@@ -25,8 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("pairs", nargs="*", metavar="KEY=VALUE", help="Bridge config paths, env.NAME=VALUE, gpus=N")
     p.add_argument("--json", action="store_true", help='print {"ok": bool, "violations": [{"rule", "message"}]}')
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the run (default 1; also gpus=N)")
-    p.add_argument("--mcore", default="0.19", help="Megatron Core API generation: 0.18 (cuda_graph_scope) or 0.19")
+    p.add_argument("--mcore", default="auto", help="Megatron Core version of the container (0.17, 0.18.2, 0.19 ...): "
+                   "<= 0.17 is the cuda_graph_scope API, >= 0.18 cuda_graph_modules and the full_iteration impl; "
+                   "auto (default): the newest API, release-bound rules as for an unknown release")
     p.add_argument("--te-version", default=None, help="Transformer Engine version (for the delayed-wgrad rule)")
+    p.add_argument("--torch-version", default=None, help="torch version of the container (torch >= 2.14 rules)")
+    p.add_argument("--recipe", default=None, help="Bridge recipe function (model-family rules, e.g. qwen3_vl_*)")
     p.add_argument("--rules", action="store_true", help="list every rule with its source and exit")
 
 
@@ -71,9 +75,11 @@ def run(args: argparse.Namespace) -> int:
             if problem := graph_field_problem(key):
                 raise OverrideError(f"{key}: {problem}")
         gpus = _gpus(args.gpus, pairs.pop("gpus", None))
-        _version("--mcore", args.mcore, "a Megatron Core version such as 0.18, 0.19 or 0.19.2, or auto")
+        _version("--mcore", args.mcore, "a Megatron Core version such as 0.17, 0.18 or 0.19.2, or auto")
         if args.te_version is not None:
             _version("--te-version", args.te_version, "a Transformer Engine version such as 2.20.2")
+        if args.torch_version is not None:
+            _version("--torch-version", args.torch_version, "a torch version such as 2.11.0")
     except OverrideError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "violations": []}))
@@ -81,12 +87,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"graphsweep check: {exc}", file=sys.stderr)
         return 2
     settings, env = split_env(pairs)
-    violations = catalogue.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version)
+    violations = catalogue.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version,
+                                 torch_version=args.torch_version, recipe=args.recipe)
     if args.json:
         out = {"ok": not violations, "violations": [{"rule": v.rule, "message": v.message, "source": v.source} for v in violations]}
         print(json.dumps(out))
     elif not violations:
-        print(f"ok: no preflight rule rejects these settings ({len(catalogue.PREFLIGHT)} rules, Megatron Core {args.mcore} API)")
+        api = "cuda_graph_scope" if normalise_mcore(args.mcore) == SCOPE_API else "cuda_graph_modules"
+        print(f"ok: no preflight rule rejects these settings ({len(catalogue.PREFLIGHT)} rules, Megatron Core "
+              f"{args.mcore}: the {api} API)")
     else:
         print(f"blocked: {len(violations)} rule(s) fire")
         for v in violations:

@@ -4,6 +4,8 @@
     graph      the graph view of a config (which impl, which modules, MCore API generation)
     model      the Constraint record
     rules      constraints with a preflight predicate
+    offload    fine-grained activation offloading and GTP under graphs, per Megatron Core release
+    field      failures users hit in the field (shared/docs/field-failures.md) that a config shows
     runtime    constraints known only by the text a run prints
     catalogue  all of them, and check(settings, env, gpus) -> [Violation]
 """

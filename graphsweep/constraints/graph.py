@@ -17,7 +17,7 @@ TE_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
 # CudaGraphScope enum (MCore transformer/enums.py): the deprecated names are accepted in cuda_graph_scope.
 KNOWN_SCOPES = set(TE_MODULES) | {"full_iteration", "full_iteration_inference", "full"}
 
-# Every CUDA-graph field of a Bridge config (shared/docs/megatron-reference.md 3.1, MCore 0.18/0.19, Bridge 0.6):
+# Every CUDA-graph field of a Bridge config (shared/docs/megatron-reference.md 3.1, MCore 0.17-0.19, Bridge 0.6):
 # a key that looks like one of them and is none of them is a misspelling, never a setting Megatron would read.
 GRAPH_FIELDS = (
     "model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope", "model.inference_cuda_graph_scope",
@@ -47,7 +47,16 @@ def graph_field_problem(key: str) -> str | None:
 
 
 UNKNOWN_IMPL = "unknown"  # cuda_graph_impl is none of this Megatron Core's implementations
-VALID_IMPLS = {"0.18": ("none", "local", "transformer_engine"), "0.19": ("none", "local", "transformer_engine", "full_iteration")}
+
+# The two API generations of Megatron Core's graph switch, named by their first release. Checked in Megatron-LM's
+# tags: core_v0.17.1 transformer_config.py L878 has only `cuda_graph_scope` (full iteration = local +
+# [full_iteration], L1955-1962 knows transformer_engine and local); core_v0.18.0 adds `cuda_graph_modules` (L2164
+# "cuda_graph_scope and cuda_graph_modules cannot be set together.") and the full_iteration impl (L2221-2239),
+# MLM PR #4292; core_v0.18.2 and 0.19.2 are the same.
+SCOPE_API = "0.17"  # Core <= 0.17: cuda_graph_scope
+MODULES_API = "0.18"  # Core >= 0.18: cuda_graph_modules, cuda_graph_impl=full_iteration
+VALID_IMPLS = {SCOPE_API: ("none", "local", "transformer_engine"),
+               MODULES_API: ("none", "local", "transformer_engine", "full_iteration")}
 
 
 def as_list(value: Any) -> list[str] | None:
@@ -132,15 +141,31 @@ class Ctx:
     s: Mapping[str, Any]
     env: Mapping[str, str]
     gpus: int
-    mcore: str  # "0.18" (cuda_graph_scope API) or "0.19" (cuda_graph_modules API)
+    mcore: str  # API generation: SCOPE_API ("0.17", cuda_graph_scope) or MODULES_API ("0.18", cuda_graph_modules)
     te_version: str | None
     g: GraphView
     bridge_version: str | None = None  # the exact Megatron Bridge release, when the caller knows it
-    mcore_release: str | None = None  # the exact Megatron Core release (mcore above is only the API generation)
+    mcore_release: str | None = None  # the Megatron Core release (0.18, 0.19.2 ...) when known; mcore is its API
+    torch_version: str | None = None  # the container's torch, when the caller knows it
+    recipe: str | None = None  # the Bridge recipe function name, when known (model-family rules read it)
+
+    @property
+    def scope_api(self) -> bool:
+        """Megatron Core <= 0.17: cuda_graph_scope, no full_iteration impl."""
+        return self.mcore == SCOPE_API
 
     def older_than(self, version: str | None, minimum: tuple[int, ...]) -> bool:
         """True when `version` is known and older than `minimum`: a rule of a newer release does not apply there."""
         return bool(version) and version_tuple(version) < minimum
+
+    def core_before(self, minimum: tuple[int, ...]) -> bool:
+        """The Megatron Core release is known (or implied by the API generation) to be older than `minimum`.
+
+        A rule that exists only up to some release fires only when this says so; an unknown release is taken as the
+        newest generation (auto)."""
+        if self.mcore_release:
+            return version_tuple(self.mcore_release) < minimum
+        return self.scope_api and minimum > (0, 17, 99)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.s.get(key, default)
@@ -157,8 +182,16 @@ class Ctx:
 
 
 def normalise_mcore(mcore: str | None) -> str:
-    """'0.18' for the cuda_graph_scope API (<= 0.18), '0.19' for cuda_graph_modules (>= 0.19); auto -> 0.19."""
+    """The API generation of a Megatron Core version: SCOPE_API for <= 0.17 (cuda_graph_scope), MODULES_API for
+    >= 0.18 (cuda_graph_modules, full_iteration impl); auto or unknown -> MODULES_API (the pinned 0.19.2 has it)."""
     v = version_tuple(mcore)
     if not v or mcore == "auto":
-        return "0.19"
-    return "0.18" if v < (0, 19) else "0.19"
+        return MODULES_API
+    return SCOPE_API if v < (0, 18) else MODULES_API
+
+
+def mcore_release_of(mcore: str | None) -> str | None:
+    """The release a `--mcore` / `workload.mcore_version` value names (0.18, 0.19.2), or None for auto/unknown."""
+    if not mcore or mcore == "auto" or not version_tuple(mcore):
+        return None
+    return mcore

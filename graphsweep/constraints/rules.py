@@ -4,7 +4,11 @@ Each rule reads the graph view of a run's settings (graphsweep/constraints/graph
 would print (or ours where Megatron has none, e.g. an unknown scope only raises ``KeyError``), with where it comes
 from and the texts a run prints when it hits the same constraint. Facts and line numbers:
 shared/docs/megatron-reference.md sections 3.1-3.5 (Megatron Core ``core_r0.19.0``, Megatron Bridge ``r0.6.0``
-unless noted); tests/test_bridge_agreement.py checks them against Bridge 0.6.2 itself.
+unless noted), re-read in Megatron-LM's tags ``core_v0.17.1``, ``core_v0.18.0``/``core_v0.18.2`` and the 0.19.2 wheel
+(whose transformer_config.py is core_r0.19.0's). The API generations (graph.py SCOPE_API / MODULES_API) split at 0.18,
+not 0.19 (megatron-reference.md's "<= 0.18" is wrong: shared/docs/field-failures.md "Version facts").
+tests/test_bridge_agreement.py checks them against Bridge 0.6.2 itself, tests/test_preflight_releases.py against
+Core 0.17.1, 0.18.2 and 0.19.2's own TransformerConfig.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ def rule(id: str, source: str, summary: str, *, needles: tuple[str, ...] = (), a
     return deco
 
 
-@rule("cuda_graph_impl_invalid", "MCore transformer_config.py L2450 (core_r0.19.0); <=0.18 has no full_iteration impl",
+@rule("cuda_graph_impl_invalid", "MCore transformer_config.py L2445-2450 (core_r0.19.0), L2221-2226 (core_v0.18.0); "
+      "core_v0.17.1 L1959-1962 knows transformer_engine and local only (no full_iteration impl before 0.18)",
       "cuda_graph_impl must be a known implementation for this Megatron Core",
       needles=("Invalid cuda graph implementation: ", "Invalid value for cuda_graph_impl: "))
 def _impl_invalid(c: Ctx) -> str | None:
@@ -36,7 +41,8 @@ def _impl_invalid(c: Ctx) -> str | None:
     return None
 
 
-@rule("cuda_graph_scope_unknown", "graphsweep (MCore cuda_graph_config.py L49/L56 only raises KeyError: '<name>')",
+@rule("cuda_graph_scope_unknown", "graphsweep (MCore only raises KeyError: '<name>': cuda_graph_config.py L57 "
+      "CudaGraphModule[scope] in core_v0.18.0-0.19.2, transformer_config.py L1953 CudaGraphScope[scope] in core_v0.17.1)",
       "every scope/module name must be one Megatron knows",
       needles=("Invalid cuda graph scope: ", "Invalid value for cuda_graph_scope: "))
 def _scope_unknown(c: Ctx) -> str | None:
@@ -49,23 +55,24 @@ def _scope_unknown(c: Ctx) -> str | None:
     return None
 
 
-@rule("cuda_graph_modules_before_0_19", "graphsweep (Bridge OmegaConf struct mode rejects unknown keys; reference 4.1)",
-      "cuda_graph_modules exists only from Megatron Core 0.19",
+@rule("cuda_graph_modules_before_0_18", "graphsweep (core_v0.17.1 TransformerConfig has no cuda_graph_modules field, "
+      "it arrived in core_v0.18.0 L942, MLM PR #4292; Bridge's OmegaConf struct mode rejects an unknown key, reference 4.1)",
+      "cuda_graph_modules exists only from Megatron Core 0.18",
       at=LAUNCH)
 def _modules_old(c: Ctx) -> str | None:
-    if c.mcore == "0.18" and c.get("model.cuda_graph_modules") is not None:
+    if c.scope_api and c.get("model.cuda_graph_modules") is not None:
         return (
-            "model.cuda_graph_modules does not exist before Megatron Core 0.19 (the override fails as an unknown key); "
-            "use model.cuda_graph_scope, or set workload.mcore_version to 0.19"
+            "model.cuda_graph_modules does not exist before Megatron Core 0.18 (the override fails as an unknown key); "
+            "use model.cuda_graph_scope, or set workload.mcore_version to the container's Megatron Core (0.18 or later)"
         )
     return None
 
 
-@rule("cuda_graph_scope_and_modules", "MCore transformer_config.py L2388 (core_r0.19.0)",
+@rule("cuda_graph_scope_and_modules", "MCore transformer_config.py L2383-2388 (core_r0.19.0), L2159-2164 (core_v0.18.0)",
       "never set both cuda_graph_scope and cuda_graph_modules",
       needles=("cuda_graph_scope and cuda_graph_modules cannot be set together.",))
 def _scope_and_modules(c: Ctx) -> str | None:
-    if c.mcore != "0.18" and c.get("model.cuda_graph_scope") is not None and c.get("model.cuda_graph_modules") is not None:
+    if not c.scope_api and c.get("model.cuda_graph_scope") is not None and c.get("model.cuda_graph_modules") is not None:
         return "cuda_graph_scope and cuda_graph_modules cannot be set together."
     return None
 
@@ -83,26 +90,29 @@ def _local_only_full(c: Ctx) -> str | None:
     return None
 
 
-@rule("full_iteration_with_te", "MCore cuda_graph_config.py L108 (core_r0.19.0); <=0.18 TECudaGraphHelper",
+@rule("full_iteration_with_te", "MCore cuda_graph_config.py L107-111 (core_v0.18.0-0.19.2, the scope's migration); "
+      "core_v0.17.1 transformer_config.py L1980-1984",
       "full_iteration is not a transformer_engine scope",
       needles=("cuda_graph_modules='full_iteration' cannot be combined with cuda_graph_impl='transformer_engine'.", 'full_iteration CUDA graph scope cannot use cuda_graph_impl=transformer_engine.', 'full_iteration cuda graph is not supported for cuda_graph_impl=transformer_engine.', 'To use full iteration cuda graph, please use cuda_graph_impl=local instead of cuda_graph_impl=transformer_engine.'))
 def _full_with_te(c: Ctx) -> str | None:
     if c.g.impl == "transformer_engine" and "full_iteration" in c.g.names:
-        if c.mcore == "0.18":
-            return ("full_iteration cuda graph is not supported for cuda_graph_impl=transformer_engine. "
-                    "Please use cuda_graph_impl=local instead.")
+        if c.scope_api:  # core_v0.17.1 transformer_config.py L1981-1984
+            return ("To use full iteration cuda graph, please use cuda_graph_impl=local instead of "
+                    "cuda_graph_impl=transformer_engine.")
         return "cuda_graph_modules='full_iteration' cannot be combined with cuda_graph_impl='transformer_engine'."
     return None
 
 
 @rule("full_iteration_exclusive",
-      "MCore transformer_config.py L2463 (core_r0.19.0); Bridge scripts/performance/utils/overrides.py L117-160",
+      "MCore transformer_config.py L2461-2463 (core_r0.19.0), L2237-2239 (core_v0.18.0; local + [full_iteration, ...] "
+      "migrates to the full_iteration impl first); core_v0.17.1 has no such check: Bridge scripts/performance/utils/"
+      "overrides.py L117-160",
       "a full-iteration graph captures everything: no other scope alongside",
       needles=('cuda_graph_modules must be empty when cuda_graph_impl="full_iteration".', "full_iteration CUDA graph scope cannot be combined with other scopes.", "full scope cannot be used with other scopes."))
 def _full_exclusive(c: Ctx) -> str | None:
     if c.g.effective != "full_iteration" or not c.g.modules:
         return None
-    if c.g.impl == "full_iteration":
+    if not c.scope_api:  # MCore migrates the deprecated scope to the impl before this check (cuda_graph_config.py L11)
         return 'cuda_graph_modules must be empty when cuda_graph_impl="full_iteration".'
     return "full_iteration CUDA graph scope cannot be combined with other scopes."
 
@@ -128,17 +138,19 @@ def _rng(c: Ctx) -> str | None:
     return None
 
 
-@rule("moe_and_moe_router", "MCore transformer_config.py L2487 (core_r0.19.0; <=0.18 says cuda_graph_scope)",
+@rule("moe_and_moe_router", "MCore transformer_config.py L2487 (core_r0.19.0), L2263 (core_v0.18.0); core_v0.17.1 "
+      "L1988 says cuda_graph_scope",
       "moe and moe_router scopes are mutually exclusive",
       needles=("must not contain both moe and moe_router.",))
 def _moe_router(c: Ctx) -> str | None:
     if c.g.graphs_on and "moe" in c.g.modules and "moe_router" in c.g.modules:
-        field = "cuda_graph_scope" if c.mcore == "0.18" else "cuda_graph_modules"
+        field = "cuda_graph_scope" if c.scope_api else "cuda_graph_modules"
         return f"{field} must not contain both moe and moe_router."
     return None
 
 
-@rule("moe_preprocess_needs_router", "MCore transformer_config.py L2491 (core_r0.19.0)",
+@rule("moe_preprocess_needs_router", "MCore transformer_config.py L2491 (core_r0.19.0), L2267 (core_v0.18.0), L1992 "
+      "(core_v0.17.1)",
       "moe_preprocess needs moe_router in the same scope",
       needles=("moe_preprocess cuda graph is only supported with moe_router cuda graph.",))
 def _preprocess_router(c: Ctx) -> str | None:
@@ -148,7 +160,8 @@ def _preprocess_router(c: Ctx) -> str | None:
     return None
 
 
-@rule("moe_preprocess_dtoh", "MCore transformer_config.py L2518 (core_r0.19.0)",
+@rule("moe_preprocess_dtoh", "MCore transformer_config.py L2518 (core_r0.19.0), L2294 (core_v0.18.0), L2019 "
+      "(core_v0.17.1)",
       "moe_preprocess is not graphable with the alltoall dispatcher plus a capacity factor or FP8 router padding",
       needles=("moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in the preprocess step.",))
 def _preprocess_dtoh(c: Ctx) -> str | None:
@@ -163,7 +176,8 @@ def _preprocess_dtoh(c: Ctx) -> str | None:
     return None
 
 
-@rule("moe_scope_dense_model", "MCore transformer_config.py L2496 (core_r0.19.0)",
+@rule("moe_scope_dense_model", "MCore transformer_config.py L2496 (core_r0.19.0), L2272 (core_v0.18.0), L1997 "
+      "(core_v0.17.1)",
       "moe / moe_router scopes need an MoE model (num_moe_experts > 1)",
       needles=("moe cuda graph is only supported for MoE.",))
 def _moe_dense(c: Ctx) -> str | None:
@@ -175,7 +189,8 @@ def _moe_dense(c: Ctx) -> str | None:
     return None
 
 
-@rule("moe_scope_dropless", "MCore transformer_config.py L2511 (core_r0.19.0)",
+@rule("moe_scope_dropless", "MCore transformer_config.py L2511 (core_r0.19.0), L2287 (core_v0.18.0), L2012 "
+      "(core_v0.17.1)",
       "the moe scope needs drop-and-pad MoE (capacity factor + pad to capacity)",
       needles=("moe cuda graph is only supported with drop-padding MoE.",))
 def _moe_dropless(c: Ctx) -> str | None:
@@ -228,7 +243,8 @@ def _full_iteration_dropless_moe(c: Ctx) -> str | None:
             "transformer_engine instead.")
 
 
-@rule("mlp_scope_all_moe", "MCore transformer_config.py L2502 (core_r0.19.0)",
+@rule("mlp_scope_all_moe", "MCore transformer_config.py L2501-2504 (core_r0.19.0), L2278 (core_v0.18.0), L2003 "
+      "(core_v0.17.1)",
       "the mlp scope needs dense layers; an all-MoE model has none",
       needles=("mlp cuda graph is only supported for dense layers, but not found in the model.",))
 def _mlp_all_moe(c: Ctx) -> str | None:
@@ -239,18 +255,6 @@ def _mlp_all_moe(c: Ctx) -> str | None:
     all_moe = freq == 1 or (isinstance(freq, list) and 0 not in freq)
     if n > 1 and all_moe:
         return "mlp cuda graph is only supported for dense layers, but not found in the model."
-    return None
-
-
-@rule("fine_grained_offload_warmup",
-      "MCore 0.19.2 transformer_config.py L2630-2633 (under fine_grained_activation_offloading L2596, graphs on L2465)",
-      "fine-grained activation offloading with CUDA graphs needs cuda_graph_warmup_steps > 0",
-      needles=("cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading.",))
-def _offload_warmup(c: Ctx) -> str | None:
-    # MCore's default cuda_graph_warmup_steps is 3; graphsweep always sets it from the spec's warmup
-    if c.g.graphs_on and c.flag("model.fine_grained_activation_offloading") and \
-            (number(c.get("model.cuda_graph_warmup_steps"), 3.0) or 0) <= 0:
-        return "cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading."
     return None
 
 
@@ -267,7 +271,8 @@ def _optimizer_graph_zeros(c: Ctx) -> str | None:
     return None
 
 
-@rule("full_recompute_te_scope", "MCore transformer_config.py L2525 (core_r0.19.0)",
+@rule("full_recompute_te_scope", "MCore transformer_config.py L2525 (core_r0.19.0), L2301 (core_v0.18.0), L2026 "
+      "(core_v0.17.1: scope must be exactly [full_iteration])",
       "full (layer) recompute works only with a full-iteration graph",
       needles=("full recompute is only supported with full iteration CUDA graph.",))
 def _full_recompute(c: Ctx) -> str | None:
@@ -277,7 +282,8 @@ def _full_recompute(c: Ctx) -> str | None:
     return None
 
 
-@rule("moe_recompute_moe_router", "MCore transformer_config.py L2535 (core_r0.19.0)",
+@rule("moe_recompute_moe_router", "MCore transformer_config.py L2535 (core_r0.19.0), L2311 (core_v0.18.0), L2036 "
+      "(core_v0.17.1)",
       "selective moe recompute cannot be combined with a transformer_engine moe_router graph",
       needles=("moe recompute is not supported with moe_router CUDA graph with: ",))
 def _moe_recompute(c: Ctx) -> str | None:
@@ -289,14 +295,15 @@ def _moe_recompute(c: Ctx) -> str | None:
     return None
 
 
-@rule("cpu_offloading", "MCore transformer_config.py L2468 (core_r0.19.0; <=0.18 also rejects local)",
-      "CUDA graphs and CPU offloading do not mix (0.19: except the full_iteration impl)",
+@rule("cpu_offloading", "MCore transformer_config.py L2467-2468 (core_r0.19.0), L2243-2244 (core_v0.18.0: except the "
+      "full_iteration impl); core_v0.17.1 L1964-1965 rejects every graph impl",
+      "CUDA graphs and CPU offloading do not mix (>= 0.18: except the full_iteration impl)",
       needles=("CUDA graphs not supported with CPU offloading.",))
 def _cpu_offload(c: Ctx) -> str | None:
     if not (c.g.graphs_on and c.flag("model.cpu_offloading")):
         return None
-    # MCore 0.19 turns local + [full_iteration] into the full_iteration impl before this check (Bridge 0.6.2 accepts it)
-    allowed = ("full_iteration",) if c.mcore != "0.18" and c.g.effective == "full_iteration" else ()
+    # MCore >= 0.18 turns local + [full_iteration] into the full_iteration impl before this check (Bridge 0.6.2 accepts it)
+    allowed = ("full_iteration",) if not c.scope_api and c.g.effective == "full_iteration" else ()
     if c.g.effective not in allowed:
         return "CUDA graphs not supported with CPU offloading."
     return None
@@ -363,11 +370,16 @@ def _packed_cu(c: Ctx) -> str | None:
 
 
 def _delay_wgrad_graph(c: Ctx) -> bool:
+    """Bridge comm_overlap.py L535-541 (r0.6.0) wgrad_in_graph_scope: an attn graph, or a moe_router graph whose
+    shared expert runs inside it (moe_shared_expert_intermediate_size set, moe_shared_expert_overlap off)."""
     delay = c.flag("comm_overlap.delay_wgrad_compute", "model.delay_wgrad_compute")
-    return delay and c.g.graphs_on and bool({"attn", "moe_router"} & set(c.g.modules))
+    router = "moe_router" in c.g.modules and c.get("model.moe_shared_expert_intermediate_size") is not None \
+        and not c.flag("model.moe_shared_expert_overlap")
+    return delay and c.g.graphs_on and ("attn" in c.g.modules or router)
 
 
-@rule("delay_wgrad_te_version", "Bridge training/comm_overlap.py L520-557 (r0.6.0)",
+@rule("delay_wgrad_te_version", "Bridge training/comm_overlap.py L520-557 (r0.6.0); Core's own TE >= 2.10.0 check for TE "
+      "graphs: transformer_config.py L2753-2758 (core_r0.19.0), L2458-2463 (core_v0.18.0), L2158-2163 (core_v0.17.1)",
       "delayed wgrad with attn/moe_router graphs needs Transformer Engine >= 2.12.0",
       needles=("CUDA graph with delay_wgrad_compute requires TE version >= 2.12.0.", "TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph"))
 def _delay_te(c: Ctx) -> str | None:
@@ -398,7 +410,8 @@ def _delay_bias(c: Ctx) -> str | None:
     return None
 
 
-@rule("delay_wgrad_needs_ep_overlap", "Bridge training/comm_overlap.py L520-557 (r0.6.0); MCore L2749",
+@rule("delay_wgrad_needs_ep_overlap", "Bridge training/comm_overlap.py L520-557 (r0.6.0); MCore transformer_config.py "
+      "L2750-2752 (core_r0.19.0), L2455-2457 (core_v0.18.0), L2155-2157 (core_v0.17.1)",
       "delay_wgrad_compute needs overlap_moe_expert_parallel_comm",
       needles=("overlap_moe_expert_parallel_comm is required for delay_wgrad_compute", "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute"))
 def _delay_overlap(c: Ctx) -> str | None:
@@ -410,7 +423,9 @@ def _delay_overlap(c: Ctx) -> str | None:
 
 
 @rule("expandable_segments_nccl_graph_register",
-      "MCore cuda_graphs.py TECudaGraphHelper.__init__ 0.19 L2098-2107 (any arch); CudaGraphManager <=0.18 (sm<100)",
+      "MCore cuda_graphs.py TECudaGraphHelper.__init__ (0.19.2 L2102-2108, 0.18.2 L1776-1782, 0.17.1 L1709-1715; any "
+      "arch); CudaGraphManager.__init__ for per-layer local graphs up to 0.18.2 (L1502-1510, 0.17.1 L1437-1446; "
+      "sm < 100 only), gone in 0.19; the full-iteration wrapper never checks (full_iteration_expandable_segments)",
       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True needs NCCL_GRAPH_REGISTER=0",
       needles=("Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph "
                "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",), requires="rror")
@@ -419,9 +434,10 @@ def _expandable(c: Ctx) -> str | None:
         return None
     if c.env.get("NCCL_GRAPH_REGISTER") == "0":  # must be exactly the string 0
         return None
-    # TE impl asserts on every arch; the local manager only up to 0.18 and only below sm_100 (H100/H200 are sm_90).
-    # MCore 0.19 dropped the local check, and the full-iteration wrapper never had one.
-    if c.g.effective == "transformer_engine" or (c.mcore == "0.18" and c.g.effective in ("full_iteration", "local")):
+    # TE impl asserts on every arch; the local manager only up to 0.18.2 and only below sm_100 (H100/H200 are sm_90).
+    # MCore 0.19 dropped the local check. A full iteration makes no CudaGraphManager (0.17.1 module.py L172-181:
+    # not with [full_iteration]; >= 0.18 only for cuda_graph_impl == "local") and FullCudaGraphWrapper never checked.
+    if c.g.effective == "transformer_engine" or (c.core_before((0, 19)) and c.g.effective == "local"):
         return ("Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with "
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
     return None
@@ -445,7 +461,7 @@ def _mfsdp_v2(c: Ctx) -> bool:
       "config.py L152-159 and megatron_fsdp param_and_grad_buffer.py L3184-3198; Bridge 0.6.2 sets neither (its "
       "DeepSeek-V3 GB300 perf recipe sets both by hand, perf_recipes/deepseek/gb300/deepseek_v3.py L333-334)",
       "a full-iteration graph with Megatron-FSDP v1 needs ddp.megatron_fsdp_cuda_graph_mode=True and, with "
-      "overlapped parameter gathers, ddp.fsdp_all_gather_in_start_param_sync=False (v1 runs scoped graphs as they are)",
+      "overlapped parameter gathers, ddp.fsdp_all_gather_in_start_param_sync=False (per-layer graphs: fsdp_te_scoped_graphs)",
       at=NEVER)
 def _fsdp_full_iteration(c: Ctx) -> str | None:
     # not a Megatron check: the run hangs in param_gather_event.wait() (MLM PR #7282) or the optimizer loses the
@@ -509,14 +525,15 @@ def _grouped_tensor(c: Ctx) -> str | None:
 
 
 @rule("moe_a2a_overlap_with_graphs",
-      "MCore transformer_config.py L2744 (core_r0.19.0: TE moe/mlp scope; <=0.18 any non-TE impl too)",
+      "MCore transformer_config.py L2738-2746 (core_r0.19.0), L2443-2451 (core_v0.18.0: TE moe/mlp scope only); "
+      "core_v0.17.1 L2143-2151 refuses every non-TE impl too",
       "overlap_moe_expert_parallel_comm (moe_a2a_overlap) and moe/mlp graphs do not mix",
       needles=("CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm",))
 def _a2a_overlap(c: Ctx) -> str | None:
     if not (c.g.graphs_on and c.flag("comm_overlap.overlap_moe_expert_parallel_comm", "model.overlap_moe_expert_parallel_comm")):
         return None
     te_hit = c.g.effective == "transformer_engine" and bool({"moe", "mlp"} & set(c.g.modules))
-    old_hit = c.mcore == "0.18" and c.g.effective != "transformer_engine"
+    old_hit = c.scope_api and c.g.effective != "transformer_engine"
     if te_hit or old_hit:
         return "CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm"
     return None

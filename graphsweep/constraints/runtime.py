@@ -46,11 +46,6 @@ RUNTIME_ONLY: tuple[Constraint, ...] = (
        "MCore transformer_config.py L2566", "graphed MLP/MoE recompute needs hidden_dropout 0"),
     _c("jitter_graphed_moe_recompute", "moe_input_jitter_eps is not supported with graphed moe recomputation.",
        "MCore transformer_config.py L2572", "graphed MoE recompute cannot jitter inputs"),
-    _c("fine_grained_offload_impl", "fine-grained activation offloading is only supported with transformer_engine "
-       "CUDA graph implementation", "MCore transformer_config.py L2598-2637",
-       "fine-grained activation offloading works only with TE graphs"),
-    _c("token_drop_offload", "Token-drop MoE is temporarily not supported with activation offloading.",
-       "MCore transformer_config.py L2598-2637", "no token-drop MoE with activation offloading"),
     _c("offload_layers", "CPU offloading can be done only for layers less than", "MCore model_parallel_config.py",
        "CPU offloading covers fewer layers than the model has"),
     _c("offload_pipeline", "Currently there is no support for Pipeline parallelism with CPU offloading",

@@ -1,6 +1,6 @@
 """graphsweep's Megatron Bridge entry: one process per rank, inside the user's container.
 
-    python megatron_entry.py --recipe llama3_8b_pretrain_config [--graph-api 0.19|0.18|auto] KEY=VALUE ...
+    python megatron_entry.py --recipe llama3_8b_pretrain_config [--graph-api 0.19|0.17|auto] KEY=VALUE ...
 
 It builds the Bridge recipe config (``megatron.bridge.recipes.<name>()``, or ``package.module:function``),
 applies the Hydra-style ``KEY=VALUE`` overrides with Bridge's own ``omegaconf_utils.process_config_with_overrides``
@@ -77,8 +77,8 @@ def _fmt_list(items: list[str]) -> str:
 def translate_graph_overrides(overrides: list[str], has_modules: bool) -> list[str]:
     """Rewrite the graph switch for the Megatron Core API this container has.
 
-    has_modules (MCore >= 0.19): impl + ``cuda_graph_modules`` (full_iteration is an impl), deprecated scope
-    cleared. Otherwise (<= 0.18): impl + ``cuda_graph_scope`` (full iteration is local + [full_iteration]).
+    has_modules (MCore >= 0.18): impl + ``cuda_graph_modules`` (full_iteration is an impl), deprecated scope
+    cleared. Otherwise (<= 0.17): impl + ``cuda_graph_scope`` (full iteration is local + [full_iteration]).
     Other overrides keep their place and order.
     """
     impl, names, first = None, None, None
@@ -177,8 +177,25 @@ def set_torch_env(environ: MutableMapping[str, str], torch_version: str | None) 
 # Inside the container (Megatron imports only here)
 
 
+# Megatron Core's graph API generations split at 0.18 (core_v0.17.1 transformer_config.py L878 has only
+# cuda_graph_scope; core_v0.18.0 L942 adds cuda_graph_modules and the full_iteration impl, MLM PR #4292). Kept here
+# (graphsweep.constraints.graph says the same) because this file imports nothing of graphsweep's but stdlib modules.
+MODULES_API_FROM = (0, 18)
+
+
+def graph_api_has_modules(value: str) -> bool | None:
+    """``--graph-api``: a Megatron Core version (0.17, 0.18.2, 0.19 ...) -> whether its API has cuda_graph_modules;
+    ``auto`` -> None (detect). Raises ValueError for anything else."""
+    if value == "auto":
+        return None
+    parts = value.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ValueError(f"--graph-api {value!r}: give the container's Megatron Core version (0.17, 0.19.2 ...) or auto")
+    return (int(parts[0]), int(parts[1])) >= MODULES_API_FROM
+
+
 def detect_has_modules() -> bool:
-    """True when this Megatron Core has cuda_graph_modules (the 0.19 API)."""
+    """True when this Megatron Core has cuda_graph_modules (the >= 0.18 API)."""
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     return "cuda_graph_modules" in {f.name for f in dataclasses.fields(TransformerConfig)}
@@ -344,12 +361,17 @@ def apply_recipe_env(cfg: Any) -> None:
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipe", required=True, help="Bridge recipe function, or package.module:function")
-    p.add_argument("--graph-api", default="auto", help="0.18 (cuda_graph_scope), 0.19 (cuda_graph_modules) or auto")
+    p.add_argument("--graph-api", default="auto", help="the Megatron Core version the overrides are spelled for: "
+                   "<= 0.17 (cuda_graph_scope), >= 0.18 (cuda_graph_modules), or auto (detect and rewrite)")
     p.add_argument("--step-func", default="gpt_step", help="forward step: gpt_step (megatron.bridge.training.gpt_step)")
     args, rest = p.parse_known_args(argv)
     bad = [a for a in rest if "=" not in a and not a.startswith("~")]
     if bad:
         p.error(f"unrecognised arguments {bad}: overrides are KEY=VALUE (e.g. train.micro_batch_size=2)")
+    try:
+        graph_api_has_modules(args.graph_api)
+    except ValueError as exc:
+        p.error(str(exc))
     return args, rest
 
 
@@ -376,13 +398,13 @@ def main(argv: list[str] | None = None) -> int:
         overrides = translate_graph_overrides(overrides, has_modules)
     elif not has_modules and any(split_override(a)[0] == "model.cuda_graph_modules" for a in overrides):
         raise SystemExit(
-            f"{MARK} this Megatron Core has no cuda_graph_modules (API <= 0.18) but the overrides use it: "
-            "set workload.mcore_version to 0.18 or auto"
+            f"{MARK} this Megatron Core has no cuda_graph_modules (API <= 0.17) but the overrides use it: "
+            "set workload.mcore_version to the container's Megatron Core version, or auto"
         )
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
     if rank == 0:
-        print(f"{lf.ENTRY_GRAPH_API}{'0.19 (cuda_graph_modules)' if has_modules else '<=0.18 (cuda_graph_scope)'}; "
+        print(f"{lf.ENTRY_GRAPH_API}{'>=0.18 (cuda_graph_modules)' if has_modules else '<=0.17 (cuda_graph_scope)'}; "
               f"{versions()}", flush=True)
         print(lf.ENTRY_OVERRIDES + " ".join(overrides), flush=True)
     try:

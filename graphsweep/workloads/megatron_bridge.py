@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.constraints import catalogue
-from graphsweep.constraints.graph import graph_field_problem, normalise_mcore
+from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.vocab import TORCHRUN_TEE, LaunchPlan, RunSpec, SpecError, Variant, Violation
@@ -72,23 +72,24 @@ class MegatronSpecError(ValueError):
 
 # --------------------------------------------------------------------------------------------------
 # Overrides
-def mcore_generation(run: RunSpec) -> str:
-    """'0.18', '0.19' or 'auto' (the entry script detects the API; other launchers get the old spelling)."""
-    v = str(run.workload.get("mcore_version", "0.19"))
-    return "auto" if v == "auto" else normalise_mcore(v)
+def mcore_version(run: RunSpec) -> str:
+    """The spec's Megatron Core version (0.17, 0.18.2, 0.19 ...) or 'auto' (the entry script detects the API; other
+    launchers get the cuda_graph_scope spelling, which every release reads)."""
+    return str(run.workload.get("mcore_version", "0.19"))
 
 
 def graph_overrides(variant: Variant, mcore: str) -> dict[str, Any]:
-    """The cuda_graph_* overrides of one arm, for one Megatron Core API generation.
+    """The cuda_graph_* overrides of one arm, for the API generation of one Megatron Core version.
 
-    <= 0.18 (and 'auto', which works on both: 0.19 migrates cuda_graph_scope with a DeprecationWarning, and
-    Bridge 0.6 maps local + [full_iteration] to full_iteration): ``cuda_graph_impl`` + ``cuda_graph_scope``.
-    >= 0.19: ``cuda_graph_impl`` (full_iteration is its own impl) + ``cuda_graph_modules``, and the deprecated
+    <= 0.17 (and 'auto', which works on all: >= 0.18 migrates cuda_graph_scope with a DeprecationWarning,
+    core_v0.18.0 transformer_config.py L2158-2182, and local + [full_iteration] to the full_iteration impl,
+    cuda_graph_config.py L11): ``cuda_graph_impl`` + ``cuda_graph_scope``.
+    >= 0.18: ``cuda_graph_impl`` (full_iteration is its own impl) + ``cuda_graph_modules``, and the deprecated
     ``cuda_graph_scope`` cleared to null so a recipe that still sets it cannot trip "cuda_graph_scope and
-    cuda_graph_modules cannot be set together." (MCore transformer_config.py L2388). Never both set.
+    cuda_graph_modules cannot be set together." (transformer_config.py L2164 in core_v0.18.0, L2388 in
+    core_r0.19.0). Never both set.
     """
-    gen = "0.18" if mcore == "auto" else normalise_mcore(mcore)
-    if gen == "0.18":
+    if mcore == "auto" or normalise_mcore(mcore) == SCOPE_API:
         if not variant.is_graph:
             return {"model.cuda_graph_impl": "none"}
         if variant.is_full_iteration:
@@ -157,7 +158,7 @@ def bridge_settings(run: RunSpec) -> dict[str, Any]:
 
 def run_overrides(run: RunSpec, mcore: str | None = None) -> dict[str, Any]:
     """Every Hydra override of this run, in application order (later wins)."""
-    mcore = mcore or mcore_generation(run)
+    mcore = mcore or mcore_version(run)
     out = bridge_settings(run)
     out["train.train_iters"] = run.total_iterations
     out["logger.log_interval"] = 1
@@ -237,7 +238,7 @@ def program_argv(run: RunSpec, overrides: Mapping[str, Any]) -> list[str]:
     bridge = str(wl.get("bridge_dir", "/opt/Megatron-Bridge"))
     hydra = [format_override(k, v) for k, v in overrides.items()]
     if launch == "entry":
-        return [entry_path(run), "--recipe", recipe, "--graph-api", mcore_generation(run), *hydra]
+        return [entry_path(run), "--recipe", recipe, "--graph-api", mcore_version(run), *hydra]
     if launch == "run_recipe":
         return [f"{bridge}/scripts/training/run_recipe.py", "--recipe", recipe, *hydra]
     if launch == "perf_harness":
@@ -343,15 +344,18 @@ def slurm_parameters(run: RunSpec) -> dict[str, Any]:
 # Preflight and cost
 def preflight(run: RunSpec) -> list[Violation]:
     """Rules that reject this run's exact overrides and environment (no GPU, no Megatron import)."""
-    mcore = mcore_generation(run)
-    generation = "0.19" if mcore == "auto" else mcore
+    mcore = mcore_version(run)
+    # auto: the entry spells the switch for the container's API; judged in the newest API's spelling
+    spelled = "0.19" if mcore == "auto" else mcore
     try:
-        settings = run_overrides(run, generation)
+        settings = run_overrides(run, spelled)
         layout(run)
     except MegatronSpecError as exc:
         return [Violation(UNLAUNCHABLE.id, str(exc), UNLAUNCHABLE.source)]
+    wl = run.workload
     return catalogue.check(
-        settings, run_env(run), gpus=run.gpus, mcore=generation, te_version=run.workload.get("te_version")
+        settings, run_env(run), gpus=run.gpus, mcore=mcore, te_version=wl.get("te_version"),
+        torch_version=wl.get("torch_version"), recipe=str(wl.get("recipe") or "") or None,
     )
 
 
