@@ -9,7 +9,7 @@
 #   bash tools/rederive_examples.sh h200-builtin         # one
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for sweep in "${@:-h200-builtin megatron-tiny-vanilla-gpt megatron-tiny-moe}"; do
+for sweep in "${@:-h200-builtin megatron-tiny-vanilla-gpt megatron-tiny-moe megatron-1b-dense}"; do
   for s in $sweep; do
     out=results/examples/$s
     rm -f "$out"/{plan,runs,iterations,comparison}.parquet "$out"/report.{md,html} "$out"/runs/*/{iterations.parquet,summary.json}

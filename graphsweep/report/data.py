@@ -217,6 +217,8 @@ class Summary:
     fdr_fragile: list[str]  # speedup/slowdown cells whose q-value reaches alpha
     parity: dict[str, int] = field(default_factory=dict)  # loss parity state -> graph cells (A/A excluded)
     parity_worst: float | None = None  # largest loss divergence / tolerance among cells that passed
+    aa_parity: dict[str, int] = field(default_factory=dict)  # loss parity state -> A/A control cells
+    gated: list[str] = field(default_factory=list)  # cells the family gate (BH q >= alpha) made inconclusive
 
 
 def summarize(t: SweepTables) -> Summary:
@@ -242,8 +244,11 @@ def summarize(t: SweepTables) -> Summary:
         if r.verdict in (SPEEDUP, SLOWDOWN) and (as_number(r.get("q_value")) or 0.0) >= alpha
     ]  # fmt: skip
     n_runs = int((t.plan.status != BLOCKED).sum()) if "status" in t.plan.columns else len(t.plan)
+    aa_states = ctrl["loss_parity"].dropna() if "loss_parity" in ctrl.columns else pd.Series(dtype=str)
+    gated = [r.cell_id for _, r in main.iterrows() if flag(r.get("family_gated"))]
     return Summary(counts, len(main), n_runs, len(ctrl), aa_fp, aa_judged, thin, limited, bh_m, fragile,
-                   {k: int(v) for k, v in states.value_counts().items()}, max(worst) if worst else None)
+                   {k: int(v) for k, v in states.value_counts().items()}, max(worst) if worst else None,
+                   {k: int(v) for k, v in aa_states.value_counts().items()}, gated)
 
 
 def headroom(t: SweepTables, row: pd.Series) -> float | None:

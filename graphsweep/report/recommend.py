@@ -20,7 +20,7 @@ from graphsweep.judge import prose
 from graphsweep.judge import verdict as vd
 from graphsweep.vocab import (
     AA, BASELINE_FAILED, BLOCKED, FAILED, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN, SPEEDUP,
-    VERDICT_COLORS, VERDICTS,
+    UNVERIFIED, VERDICT_COLORS, VERDICTS,
 )  # fmt: skip
 from graphsweep.workloads import megatron_bridge as mb
 from graphsweep.report.data import SweepTables, as_number, flag
@@ -64,7 +64,9 @@ def recommend(t: SweepTables) -> list[Recommendation]:
     out = []
     for sid in dict.fromkeys(main.shape_id):
         cells = [r for _, r in main[main.shape_id == sid].iterrows()]
-        fast = [r for r in cells if r.verdict == SPEEDUP and as_number(r.get("speedup")) is not None]
+        # only a decided speedup whose every graph run trains the eager model (parity ok) is recommended
+        fast = [r for r in cells if r.verdict == SPEEDUP and as_number(r.get("speedup")) is not None
+                and r.get("loss_parity") == lp.PARITY_OK]
         choice = max(fast, key=lambda r: as_number(r.get("speedup")) or 0.0) if fast else None
         found = graph_overrides(t, choice) if choice is not None else None
         out.append(Recommendation(str(sid), cells, choice, found if found and found.paste else None))
@@ -113,9 +115,32 @@ def _speedups(cells: list[pd.Series]) -> str:
     return ", ".join(f"{c.variant} {fmt_speedup(c)}" for c in cells)
 
 
+DRIFTED = "speedup, parity not ok"  # a group of Recommendations: faster, but not with the eager model's loss
+
+
+def launch_line(rec: Recommendation) -> str:
+    """The shape's launch-boundness from its eager arm, and how close the measured graphs came to it."""
+    row = next((c for c in rec.cells if as_number(c.get("graph_ceiling")) is not None), None)
+    if row is None:
+        return ""
+    text = prose.launch(row)
+    full = [c for c in rec.cells if as_number(c.get("speedup")) is not None and c.verdict in (SPEEDUP, NEUTRAL,
+                                                                                            SLOWDOWN, INCONCLUSIVE)]
+    best = max(full, key=lambda c: as_number(c.get("speedup")) or 0.0) if full else None
+    if best is not None:
+        text += f"; the best graph measured {as_number(best.get('speedup')):.2f}x ({best.variant})"
+    return text
+
+
 def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
     """Why these cells of one verdict are no recommendation."""
     names = _names(cells)
+    if verdict == DRIFTED:
+        return ("faster, but not recommended: " + "; ".join(
+            f"{c.variant} {fmt_speedup(c)}: {c.get('loss_departed')} of {c.get('loss_checked')} graph runs left "
+            f"eager's lm loss (run {c.get('loss_run_id')} from iteration {c.get('loss_iteration')})" for c in cells))
+    if verdict == UNVERIFIED:
+        return f"{names} faster but unverified (loss parity could not be checked): {_speedups(cells)}"
     if verdict == SLOWDOWN:
         return f"{names} slower than eager: {_speedups(cells)}"
     if verdict == NEUTRAL:
@@ -130,9 +155,9 @@ def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
         rules = sorted({str(c.get("rule_id")) for c in cells if fmt_value(c.get("rule_id"))})
         return f"{names} blocked before running" + (f" (preflight `{'`, `'.join(rules)}`)" if rules else "")
     if verdict == INVALID:
-        diverged = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_LOSS_DIVERGED]
-        what = "trains another model (loss diverged)" if len(diverged) == len(cells) else \
-            "invalid (no evidence of a captured and replayed graph, or a diverged loss)"
+        diverged = [c for c in cells if c.get("paired_outcome") in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE)]
+        what = "trains another model (its lm loss left eager's, or went NaN/Inf)" if len(diverged) == len(cells) \
+            else "invalid (no evidence of a captured and replayed graph, or a graph run left eager's loss)"
         return f"{names} {what}"
     if verdict == FAILED:
         return f"{names} failed (no usable graph run while eager completed)"
@@ -174,17 +199,15 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
         if flag(ch.get("thin")):
             out.append(f"an arm had fewer than {iv.MIN_OWN_JOBS} jobs: the interval rests on the spread allowance; "
                        "more repeats would narrow it")
-        if ch.get("loss_parity") == lp.UNCHECKED:
-            out.append("loss parity unchecked (no lm loss in both arms of one seed)")
-        if ch.get("loss_parity") == lp.RUN_DRIFT:
-            it = as_number(ch.get("loss_iteration"))
-            out.append(f"graph run {ch.get('loss_run_id')} left the eager lm loss at iteration "
-                       f"{'?' if it is None else int(it)} while another graph run followed it: rerun that run before "
-                       "relying on the graph's numerics")
     elif not rec.baseline_failed and rec.cells:
-        out.append("no variant is decided faster")
+        out.append("no variant is decided faster with the eager model's loss")
+    if launch := launch_line(rec):
+        out.insert(0, launch)
     groups: dict[str, list[pd.Series]] = {}
     for c in others:
+        if c.verdict == SPEEDUP and c.get("loss_parity") != lp.PARITY_OK:
+            groups.setdefault(DRIFTED, []).append(c)  # faster, but a graph run left eager's loss
+            continue
         if ch is not None and c.verdict == SPEEDUP:
             continue
         if ch is not None and c.verdict == INCONCLUSIVE and c.cell_id in {r.cell_id for r in rec.rivals()}:

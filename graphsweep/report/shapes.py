@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphsweep.constraints.graph import GRAPH_FIELDS, graph_view
+from graphsweep.constraints.graph import GRAPH_FIELDS, MODULES_API, graph_view
 from graphsweep.vocab import EAGER, GRAPH, PAIR, LaunchPlan, Variant
 from graphsweep.workloads import megatron_bridge as mb
 from graphsweep.report.data import SweepTables
@@ -150,7 +150,7 @@ def _unstable(groups: list[list[dict[str, tuple[str, ...]]]]) -> set[str]:
 def is_full_iteration(cell: pd.Series | dict[str, Any]) -> bool:
     """A full-iteration graph: impl full_iteration, or Bridge 0.6's local + [full_iteration] (constraints/graph.py)."""
     names = [n for n in str(cell.get("scope") or "").split("+") if n]
-    view = graph_view({"model.cuda_graph_impl": str(cell.get("impl") or ""), "model.cuda_graph_scope": names}, "0.19")
+    view = graph_view({"model.cuda_graph_impl": str(cell.get("impl") or ""), "model.cuda_graph_scope": names}, MODULES_API)
     return Variant(str(cell.get("variant")), view.effective).is_full_iteration
 
 
