@@ -42,7 +42,7 @@ class RunSummary:
     capture_s: float | None = None  # the capture's own time as Megatron/TE/MCore (or the builtin) reports it
     capture_iteration_excess_s: float | None = None  # Megatron entry: capture iteration minus a median eager one
     graphable_layers: int | None = None
-    transient: str | None = None  # the reference §6.2 substring found, when nothing deterministic explains the failure
+    transient: str | None = None  # the transient signature's text when the retry policy retries it (docs/failures.md)
     # extras
     signature_id: str | None = None  # catalogue id (SIGNATURES)
     signature_source: str | None = None  # where Megatron/PyTorch/Slurm prints it
@@ -95,6 +95,7 @@ class Hit:
     training_started: bool
     after_end: bool  # printed after the end-of-training marker
     frame: str | None = None  # innermost traceback frame outside torch before the line: where the failing call was
+    cuda_enum: str | None = None  # the cudaError name torch's `Search for` line gave this CUDA error line
 
 
 @dataclass
