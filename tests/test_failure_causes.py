@@ -311,6 +311,11 @@ def test_a_teardown_failure_is_not_retried(tmp_path: Path) -> None:
     s, rule_retry = run(tmp_path, end + RETRY_TEXTS["nccl_remote_text"][0] + rc.torchrun(1), arm=EAGER)
     assert (s.outcome, s.phase, s.measurement_usable) == (CRASHED, "teardown", True)
     assert s.transient is None and rule_retry is None
+    # after the run's last iteration but before the end marker (destroy_process_group, a checkpoint save): the same
+    last = rc.strip(rc.upto(rc.EAGER, rc.it(30)))
+    s, rule_retry = run(tmp_path, last + RETRY_TEXTS["nccl_remote_text"][0] + rc.torchrun(1), arm=EAGER)
+    assert (s.outcome, s.phase, s.measurement_usable) == (CRASHED, "teardown", True), s.reason
+    assert s.transient is None and rule_retry is None
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -57,10 +57,11 @@ def _set_sig(s: RunSummary, h: Hit | Mark, sig: Signature | None = None) -> None
 def phase_of(h: Hit, arm: str, warmup: int | None, ev: Evidence) -> tuple[str, int | None]:
     """(phase, failing iteration) of a failure line. The iteration line `i/N` is printed after
     iteration i finished, so the failing one is the last printed + 1; capture is iteration
-    warmup+1 (ref §3.1, §3.6), or the capture markers say so. After the end-of-training marker: teardown."""
-    if h.after_end:
-        return TEARDOWN, None
+    warmup+1 (ref §3.1, §3.6), or the capture markers say so. After the end-of-training marker or the run's last
+    iteration: teardown."""
     before = h.iteration_before
+    if h.after_end or (before is not None and ev.train_iters is not None and before >= ev.train_iters):
+        return TEARDOWN, None
     if before is None and not h.training_started:
         if ev.iterations:  # e.g. a rank-0 stderr file next to the last rank's stdout: use the run's progress
             before = ev.iterations[-1]
@@ -531,14 +532,13 @@ def _context(ev: Evidence, arm: str, warmup: int | None, run_info: Mapping | Non
 def _retry_policy(c: Ctx) -> None:
     """The retry policy's verdict on a crashed run (signatures.transient_of): its failure lines before the end marker,
     each with whether a capture was running, and whether Bridge named an exception no signature explains."""
-    live = [h for h in c.hits if not h.after_end]
-    seen = [(h.sig, phase_of(h, c.arm, c.warmup, c.ev)[0] == CAPTURE) for h in live]
+    phases = [(h, phase_of(h, c.arm, c.warmup, c.ev)[0]) for h in c.hits]
+    seen = [(h.sig, phase == CAPTURE) for h, phase in phases if phase != TEARDOWN]
     t = sg.transient_of(seen, c.arm, unexplained=_unexplained(c))
     c.s.transient = t.needle.decode() if t else None
     p = c.proof
-    if t is None and p is not None and p.sig.retry and not p.after_end:
-        at_capture = phase_of(p, c.arm, c.warmup, c.ev)[0] == CAPTURE
-        if not sg.retries(p.sig, c.arm, at_capture):
+    if t is None and p is not None and p.sig.retry and (phase := phase_of(p, c.arm, c.warmup, c.ev)[0]) != TEARDOWN:
+        if not sg.retries(p.sig, c.arm, phase == CAPTURE):
             why = "it came during a capture: the capture's own hang" if p.sig.retry == sg.RETRY_OUTSIDE_CAPTURE \
                 else f"retried in an eager arm only; in a {c.arm} arm the graph is the suspect"
             c.s.reason += f" [not retried: {why} (docs/failures.md)]"

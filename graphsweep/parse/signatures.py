@@ -379,7 +379,7 @@ def retries(sig: Signature, arm: str | None, at_capture: bool) -> bool:
 def transient_of(seen: Iterable[tuple[Signature, bool]], arm: str | None, *,
                  unexplained: bool = False) -> Signature | None:
     """The transient signature that earns the retry, or None. `seen`: (signature, printed during a capture) of the
-    failure's lines (not those after the end-of-training marker: a teardown failure keeps its measurement).
+    failure's lines (not those of its teardown: a failure after the end of training keeps its measurement).
     None when any cause shows that is not transient for this arm (a config or capture error, an OOM, a CUDA error
     in a graph arm, a walltime, a segfault, a NaN) or when Bridge's `Pretrain failed ... with X` names an exception
     no signature explains (`unexplained`): a rerun would fail the same way."""
@@ -397,7 +397,8 @@ def withheld(seen: Iterable[tuple[Signature, bool]], arm: str | None) -> Signatu
 
 class _Progress:
     """Where a log was when a line was printed, as classify.phase_of reads it: the last iteration, whether a capture
-    had started and not finished (logformat's capture markers), and the end-of-training marker."""
+    had started and not finished (logformat's capture markers), and the end of training (its marker, or the run's
+    last iteration)."""
 
     def __init__(self, arm: str | None, warmup: int | None) -> None:
         self.graph = arm not in EAGER_ARMS
@@ -409,6 +410,7 @@ class _Progress:
     def see(self, raw: bytes) -> None:
         if lf.ITER_NEEDLE in raw and (m := lf.ITER_HEAD.search(raw)):
             self.last = int(m.group(1))
+            self.ended |= self.last >= int(m.group(2))  # the run's last iteration: what follows is teardown
         if b"raph" in raw:  # every capture marker names a graph
             if any(n in raw for n in lf.CAPTURE_START_NEEDLES) or lf.LOCAL_CREATING.search(raw):
                 self.capturing = True
