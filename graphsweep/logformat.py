@@ -234,6 +234,10 @@ OPT_CAPTURE_START_B, OPT_CAPTURE_DONE_B = OPT_CAPTURE_START.encode(), OPT_CAPTUR
 FULL_CAPTURE_S = re.compile(rb"CUDA graph capture done for training!!!\s*\(([\d.]+)s\)")  # h200-probe/probe.py
 LOCAL_CREATING = re.compile(rb"Creating (\d+) CUDA graphs")  # CudaGraphManager (local impl)
 LOCAL_BUILT = re.compile(rb"> built (\d+) cuda graph\(s\) in ([\d.]+) sec")
+# A capture began / finished (with LOCAL_CREATING / TE_CAPTURE_TIME_RE / LOCAL_BUILT): the retry policy's view of
+# "was a capture running" (graphsweep/parse/signatures.py; graphsweep/parse/scan.py reads the same markers)
+CAPTURE_START_NEEDLES = (TE_CAPTURE_START_B, FULL_CAPTURE_START_B, OPT_CAPTURE_START_B)
+CAPTURE_DONE_NEEDLES = (FULL_CAPTURE_DONE_B, OPT_CAPTURE_DONE_B)
 # Start / end of the training loop (ref §5.5, §5.6)
 TRAIN_START = re.compile(rb"Starting training loop at iteration (\d+)")  # Bridge train.py
 TRAIN_START_MLM = b"[before the start of training step]"  # MCore barrier_and_log (MLM)
@@ -270,6 +274,32 @@ LAUNCHER_EXCEPTIONS = (b"ChildFailedError", b"CalledProcessError", b"SignalExcep
 # also faulthandler on SIGSEGV/SIGABRT/SIGBUS/SIGILL/SIGFPE; libstdc++ vterminate.cc (std::terminate)
 FATAL = (b"Fatal Python error: ", b"terminate called after throwing an instance of ",
          b"terminate called without an active exception", b"terminate called recursively")
+# c10's LOG(FATAL) line (c10/util/Logging.cpp MessageLogger, no glog: `[F<mmdd> <hh:mm:ss.ns> <pid?> <file>:<line>]`,
+# older `[F <file>:<line>]`), e.g. ProcessGroupNCCL's heartbeat monitor before it aborts the process
+C10_FATAL = re.compile(rb"\[F(?:\d{4} [\d:.]+(?: \d+)?)? ?[\w.]+\.(?:cpp|cc|h|hpp):\d+\]")
+# A CUDA error as torch 2.11 raises it (c10/cuda/CUDAException.cpp c10_cuda_check_implementation, CUDAMiscFunctions.cpp
+# get_cuda_error_help / get_cuda_async_error_suffix): `CUDA error: <cudaGetErrorString>`, then on the next line
+# ``Search for `<cudaGetErrorName>' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for
+# more information.``, then the boilerplate lines below. The enum names the cause; the boilerplate never does.
+CUDA_ERROR = b"CUDA error: "
+CUDA_ERROR_HELP = b"Search for `"
+CUDA_ERROR_NAME = re.compile(rb"\b(cudaError[A-Z][A-Za-z0-9]*)\b")  # on the help line, or any line naming an enum
+# Lines that accompany an error and never name its cause: torch's CUDA help suffix (get_cuda_async_error_suffix,
+# c10_retrieve_device_side_assertion_info) and a traceback's first line
+BOILERPLATE = (
+    b"CUDA kernel errors might be asynchronously reported at some other API call",
+    b"For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+    b"Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+    b"For more detailed error information, run with CUDA_LOG_FILE=stderr",
+    b"Device-side assertions were explicitly omitted for this error check",
+    b"Traceback (most recent call last):",
+)
+
+
+def is_boilerplate(text: str | bytes) -> bool:
+    """A line that accompanies an error without naming its cause (BOILERPLATE)."""
+    raw = text.encode("utf-8", "replace") if isinstance(text, str) else text
+    return any(b in raw for b in BOILERPLATE)
 # Python tracebacks: the frames before an error say where it came from (the cause behind a generic CUDA error)
 TRACEBACK_START = b"Traceback (most recent call last):"
 FRAME_NEEDLE = b'File "'

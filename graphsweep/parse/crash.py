@@ -8,7 +8,8 @@ What counts as the cause, in order: Bridge's `Pretrain failed on rank=N with X: 
 traceback, naming the exception that ended pretrain()); else the first exception line after the last iteration line
 (a chained traceback prints its root cause first), never the launcher's own report of a child's failure (torchrun's
 `ChildFailedError`, a wrapper's `CalledProcessError`, the agent's `SignalException`); a `Fatal Python error:` or
-`terminate called ...` line when no exception was printed.
+`terminate called ...` or c10 `[F... file.cpp:N]` (LOG(FATAL)) line when no exception was printed. torch's CUDA help
+lines, a bare `Traceback` and the launcher's reports name no cause (logformat.BOILERPLATE, LAUNCHER_EXCEPTIONS).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def observe(c: CrashLines, raw: bytes, lineno: int, rows: int, text: Callable[[b
     if c.launcher_signal is None and b"signal" in raw and (m := lf.LAUNCHER_SIGNAL.search(raw)):
         c.launcher_signal = (lineno, text(raw))
         c.launcher_signal_name = signal_name((m.group(1) or m.group(2)).decode())
-    if any(f in raw for f in lf.FATAL) and (c.fatal is None or c.fatal_rows < rows):
+    if (any(f in raw for f in lf.FATAL) or b"[F" in raw and lf.C10_FATAL.search(raw)) \
+            and (c.fatal is None or c.fatal_rows < rows):
         c.fatal, c.fatal_rows = (lineno, text(raw)), rows
     if (b"rror" in raw or b"Exception" in raw or b"Interrupt" in raw) and (m := lf.EXC_LINE.search(raw)) \
             and b"Warning" not in m.group(1) \
@@ -129,7 +131,8 @@ def culprit(ev: Evidence) -> tuple[Mark | None, str | None]:
         return d.launcher_signal, f"signal:{d.launcher_signal_name}"
     if ev.last_exception is not None:
         return ev.last_exception, "python_error"
-    return ev.last_line, None
+    last = ev.last_line
+    return (last if last is not None and not lf.is_boilerplate(last.text) else None), None
 
 
 def signal_note(d: Death, exit_code: int | None) -> str:

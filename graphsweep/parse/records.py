@@ -48,7 +48,7 @@ class RunSummary:
     gpu_busy_share: float | None = None
     graph_ceiling: float | None = None
     gpu_busy_note: str | None = None  # why a run that should have measured it did not
-    transient: str | None = None  # the reference §6.2 substring found, when nothing deterministic explains the failure
+    transient: str | None = None  # the transient signature's text when the retry policy retries it (docs/failures.md)
     # extras
     signature_id: str | None = None  # catalogue id (SIGNATURES)
     signature_source: str | None = None  # where Megatron/PyTorch/Slurm prints it
@@ -101,6 +101,7 @@ class Hit:
     training_started: bool
     after_end: bool  # printed after the end-of-training marker
     frame: str | None = None  # innermost traceback frame outside torch before the line: where the failing call was
+    cuda_enum: str | None = None  # the cudaError name torch's `Search for` line gave this CUDA error line
 
 
 @dataclass

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphsweep import logformat as lf
-from graphsweep.parse import crash, signatures as sg
+from graphsweep.parse import crash, cuda_errors, signatures as sg
 from graphsweep.parse.memory import group_float, merge as merge_readings, read_line as read_memory_line
 from graphsweep.parse.records import Hit
 
@@ -103,6 +103,7 @@ class FileScan:
     keyerror: tuple[int, str] | None = None
     graph_config_traceback: bool = False
     srun_exit: tuple[int, str] | None = None
+    cuda_error_line: tuple[int, list[Hit]] | None = None  # the last `CUDA error: ` line and the hits it made
     crash_lines: crash.CrashLines = field(default_factory=crash.CrashLines)  # how a process said it died
     # the frames of the traceback being printed (reset at each "Traceback (most recent call last):")
     frames: list[str] = field(default_factory=list)  # function names, outermost first
@@ -301,6 +302,11 @@ def _lifecycle(fs: FileScan, raw: bytes, lineno: int) -> None:
         fs.straggler = (lineno, _text(raw))
 
 
+def _hit(fs: FileScan, sig: sg.Signature, lineno: int, text: str) -> Hit:
+    return Hit(sig, fs.path, lineno, text, fs.iteration_now(), fs.capture_state, fs.capture_iteration,
+               fs.training_started or bool(fs.it), fs.end_marker is not None, fs.cause_frame())
+
+
 def _signatures(fs: FileScan, raw: bytes, lineno: int) -> None:
     if lineno == fs.source_at[0] and raw[fs.source_at[1]:fs.source_at[1] + 2] == b"  ":
         return  # a traceback's source line (`raise ValueError("...")`): the exception line below proves it
@@ -308,6 +314,7 @@ def _signatures(fs: FileScan, raw: bytes, lineno: int) -> None:
         fs.frames.clear()
         fs.frame_where.clear()
     text: str | None = None
+    new: list[Hit] = []
     for sig in sg.matching(raw):
         if sig.id in fs.hit_ids or (sig.unless and sig.unless in fs.hit_ids):
             continue
@@ -315,8 +322,16 @@ def _signatures(fs: FileScan, raw: bytes, lineno: int) -> None:
             continue
         text = text or _text(raw)
         fs.hit_ids.add(sig.id)
-        fs.hits.append(Hit(sig, fs.path, lineno, text, fs.iteration_now(), fs.capture_state, fs.capture_iteration,
-                           fs.training_started or bool(fs.it), fs.end_marker is not None, fs.cause_frame()))
+        new.append(_hit(fs, sig, lineno, text))
+    fs.hits.extend(new)
+    if lf.CUDA_ERROR in raw:
+        fs.cuda_error_line = (lineno, new)
+    if b"cudaError" in raw and (m := lf.CUDA_ERROR_NAME.search(raw)):
+        target = cuda_errors.attach(m.group(1).decode(), lineno, fs.cuda_error_line, fs.hits, fs.hit_ids)
+        if target is not None:  # no error line before it: the line naming the enum proves it
+            h = _hit(fs, target, lineno, _text(raw))
+            h.cuda_enum = target.cuda_enum
+            fs.hits.append(h)
     for needle, infra in sg.SLURM_INFRA:
         if fs.slurm_infra is None and needle in raw:
             fs.slurm_infra = (infra, lineno, _text(raw))

@@ -1,13 +1,24 @@
-"""The log signature catalogue: every text that proves what happened to a run, and how it ranks.
+"""The log signature catalogue: every text that proves what happened to a run, the rule it feeds, and its retry.
 
 Every signature is a literal substring (searched anywhere in a physical line, so srun labels such as
 `mx_v1_perf/0 `, `[rank4]: `, `[default0]:` and glued ranks do not matter), with the outcome and error class it
-proves and where Megatron/PyTorch/Slurm print it ("ref §x.y": ../shared/docs/megatron-reference.md). The signatures
-of Megatron's constraints come from the constraint catalogue (graphsweep/constraints) under the constraint's own id,
-so a run that hits an assertion and a cell preflight blocked for it carry the same id; the rest (OOM, crashes,
-capture symptoms, infrastructure) are listed here. `rank` is the classification rule that uses a signature
-(graphsweep/parse/classify.py); within a rank, a cause outranks a symptom (a `symptom` signature is used only when
-nothing else of its rank matched).
+proves and where Megatron/PyTorch/CUDA/NCCL/Slurm print it. The signatures of Megatron's constraints come from the
+constraint catalogue (graphsweep/constraints) under the constraint's own id, so a run that hits an assertion and a
+cell preflight blocked for it carry the same id; the rest (OOM, crashes, CUDA and NCCL errors, infrastructure) are
+listed here. `rule` names the classification rule that uses a signature (graphsweep/parse/classify.py RULES, read
+top-down); within a rule a cause outranks a symptom (a `symptom` is used only when nothing else of its rule matched).
+
+A CUDA error is named by its cause: torch prints `CUDA error: <cudaGetErrorString>` and, on the next line, ``Search
+for `<cudaError name>' in https://docs.nvidia.com/...`` (torch 2.11 c10/cuda/CUDAException.cpp
+c10_cuda_check_implementation + CUDAMiscFunctions.cpp get_cuda_error_help). The parser pairs the two
+(graphsweep/parse/scan.py): the error line is the proving line, the enum names the cause (BY_ENUM), and a text this
+catalogue does not know still proves its enum's class. The messages below are libcudart 13.0's cudaGetErrorString
+(read from nvidia-cuda-runtime 13.0.96's libcudart.so.13); the help and suffix lines after them (CUDA_LAUNCH_BLOCKING,
+"asynchronously reported", TORCH_USE_CUDA_DSA) are boilerplate and never a signature.
+
+The retry policy (docs/failures.md): a failed run is retried once only when every cause its log shows is transient
+for its arm (`retries`): node and network faults in any arm, NCCL collective timeouts outside a capture, and the CUDA
+kernel faults NVIDIA's perf harness retries only in an eager arm (in a graph arm the graph is the suspect).
 
 The parser finds candidate lines cheaply with ERROR_ANCHORS (every needle contains an anchor, or sits on an
 exception line, which contains "rror": tests check this), then tries only the needles of the anchors a line has.
@@ -24,7 +35,38 @@ from typing import Iterable
 from graphsweep import logformat as lf
 from graphsweep.constraints.catalogue import CONSTRAINTS
 from graphsweep.constraints.model import CAPTURE, CONFIG, LAUNCH, Constraint
-from graphsweep.vocab import BLOCKED, CANCELLED, CRASHED, LOST, NODE_FAIL, OOM, PREEMPTED, TIMEOUT
+from graphsweep.vocab import (
+    BLOCKED, CANCELLED, CONTROL, CRASHED, EAGER, LOST, NODE_FAIL, OOM, PREEMPTED, TIMEOUT,
+)  # fmt: skip
+
+# The classification rules that signatures feed (graphsweep/parse/classify.py RULES holds them all, in order)
+R_HOST_OOM = "host-oom"
+R_BUILTIN = "builtin-blocked"
+R_LAUNCH = "launch-rejected"
+R_CONFIG = "config-rejected"
+R_ENV = "environment"
+R_API = "api-mismatch"
+R_NODE = "node-fault"
+R_OOM = "cuda-oom"
+R_CAPTURE = "graph-capture"
+R_REPLAY = "graph-replay"
+R_IMA = "illegal-memory-access"
+R_NCCL = "nccl"
+R_SEGV = "segfault"
+R_CUDA = "cuda-error"
+R_NETWORK = "network"
+R_HOST = "host-fault"
+R_WALLTIME = "walltime"
+R_NAN = "nan-inf"
+# The rules whose texts arrive as exception messages (no anchor of their own: the exception line's "rror")
+EXCEPTION_RULES = (R_LAUNCH, R_CONFIG, R_ENV, R_API)
+
+# When a signature earns the one automatic retry (None: never; a rerun fails the same way)
+RETRY_ANY = "any arm"  # a node or network fault: a rerun on another node can fix it
+RETRY_OUTSIDE_CAPTURE = "outside a capture"  # an NCCL timeout; one during a capture is the capture's hang
+RETRY_EAGER = "eager arm only"  # a CUDA kernel fault NVIDIA's harness retries; in a graph arm the graph is the suspect
+RETRY_POLICIES = (RETRY_ANY, RETRY_OUTSIDE_CAPTURE, RETRY_EAGER)
+EAGER_ARMS = (EAGER, CONTROL)  # arms that run no graph (a pair job runs both arms: a graph arm here)
 
 
 @dataclass(frozen=True)
@@ -33,154 +75,220 @@ class Signature:
     needle: bytes  # literal, case-sensitive, anywhere in the line
     outcome: str
     error_class: str
-    source: str  # where the text comes from (reference section / file / issue)
-    transient: bool = False  # in Bridge's is_flaky_failure list (ref §6.2): one automatic retry
+    source: str  # where the text comes from (file, line, release / issue)
+    rule: str  # the classification rule that uses it (R_* above)
+    retry: str | None = None  # RETRY_* (docs/failures.md); None: deterministic, never retried
     requires: bytes | None = None  # a second literal the same line must contain
-    rank: int = 0  # classification rule number (graphsweep/parse/classify.py)
     frame: str | None = None  # a function the traceback just before the line must pass through (the cause)
-    symptom: bool = False  # a generic consequence: used only when no cause of the same rank matched
+    symptom: bool = False  # a generic consequence: used only when no cause of the same rule matched
     unless: str | None = None  # not when this other signature already matched in the file (a more specific one)
     unless_text: bytes | None = None  # not on a line that also contains this text
+    cuda_enum: str | None = None  # the cudaError whose cudaGetErrorString the needle is (BY_ENUM)
+    neutral: bool = False  # a wrapper of another error (DistBackendError): neither causes nor prevents a retry
+    fallback: bool = False  # only on a line no other signature matched (the generic `CUDA error: `)
 
 
-def _sig(rank: int, id: str, needle: str, outcome: str, error_class: str, source: str, *, transient: bool = False,
+def _sig(rule: str, id: str, needle: str, outcome: str, error_class: str, source: str, *, retry: str | None = None,
          requires: str | None = None, symptom: bool = False, unless: str | None = None,
-         unless_text: str | None = None) -> Signature:
-    return Signature(id, needle.encode(), outcome, error_class, source, transient,
-                     requires.encode() if requires else None, rank, None, symptom, unless,
-                     unless_text.encode() if unless_text else None)
+         unless_text: str | None = None, cuda_enum: str | None = None, neutral: bool = False,
+         fallback: bool = False) -> Signature:
+    return Signature(id, needle.encode(), outcome, error_class, source, rule, retry,
+                     requires.encode() if requires else None, None, symptom, unless,
+                     unless_text.encode() if unless_text else None, cuda_enum, neutral, fallback)
 
 
-# How a constraint's run-time text ranks: when Megatron checks it decides the class
-_BY_STAGE = {LAUNCH: (5, "blocked_config"), CONFIG: (6, "blocked_config"), CAPTURE: (10, "blocked_capture")}
+# How a constraint's run-time text is classified: when Megatron checks it decides the rule
+_BY_STAGE = {LAUNCH: (R_LAUNCH, "blocked_config"), CONFIG: (R_CONFIG, "blocked_config"),
+             CAPTURE: (R_CAPTURE, "blocked_capture")}
 
 
 def _from_constraint(c: Constraint) -> list[Signature]:
-    rank, error_class = _BY_STAGE.get(c.at, (6, "blocked_config"))
-    return [Signature(c.id, n.encode(), BLOCKED, error_class, c.source, False,
-                      c.requires.encode() if c.requires else None, rank, c.frame) for n in c.needles]
+    rule, error_class = _BY_STAGE.get(c.at, (R_CONFIG, "blocked_config"))
+    return [Signature(c.id, n.encode(), BLOCKED, error_class, c.source, rule,
+                      requires=c.requires.encode() if c.requires else None, frame=c.frame) for n in c.needles]
 
 
 B, C, O = BLOCKED, CRASHED, OOM
 OOM_CLASS = OOM  # a CUDA OOM run is outcome oom with error class oom
 TIME_LIMIT = "time_limit"
+CUDART = "libcudart 13.0 cudaGetErrorString"  # nvidia-cuda-runtime 13.0.96, the Megatron venv's CUDA runtime
+NCCL = "libnccl 2.28.9 ncclGetErrorString"  # nvidia-nccl-cu13 2.28.9
+BRIDGE_FLAKY = "Bridge scripts/performance/setup_experiment.py is_flaky_failure"  # NVIDIA's perf harness retry list
 
 RUNTIME: tuple[Signature, ...] = (
-    # 2 host OOM (Slurm cgroup): `slurmstepd: error: Detected 1 oom-kill event(s) ...` (older: oom_kill)
-    _sig(2, "host_oom_kill", "oom-kill", C, "host_oom", "slurmstepd (ref §5.8 'host OOM oom_kill')"),
-    _sig(2, "host_oom_kill_", "oom_kill", C, "host_oom", "slurmstepd (ref §5.8)"),
-    # 4 builtin workload (graphsweep/entry/builtin_gpt.py, exit 3); the specific line hides the general one
-    _sig(4, "gs_no_cuda", lf.NO_CUDA.split(" (")[0], B, "no_cuda", "graphsweep/entry/builtin_gpt.py"),
-    _sig(4, "gs_blocked", lf.BLOCKED.strip(), B, "env_blocked", "graphsweep/entry/builtin_gpt.py", unless="gs_no_cuda"),
-    # 5 launch: argparse and Hydra override rejections (ref §6.3 step 1, §6.1)
-    _sig(5, "argparse_error", "error: argument ", B, "launch_error", "argparse (ref §6.3 step 1)",
+    # host OOM (Slurm cgroup): `slurmstepd: error: Detected 1 oom-kill event(s) ...` (older: oom_kill)
+    _sig(R_HOST_OOM, "host_oom_kill", "oom-kill", C, "host_oom", "slurmstepd (ref §5.8 'host OOM oom_kill')"),
+    _sig(R_HOST_OOM, "host_oom_kill_", "oom_kill", C, "host_oom", "slurmstepd (ref §5.8)"),
+    # builtin workload (graphsweep/entry/builtin_gpt.py, exit 3); the specific line hides the general one
+    _sig(R_BUILTIN, "gs_no_cuda", lf.NO_CUDA.split(" (")[0], B, "no_cuda", "graphsweep/entry/builtin_gpt.py"),
+    _sig(R_BUILTIN, "gs_blocked", lf.BLOCKED.strip(), B, "env_blocked", "graphsweep/entry/builtin_gpt.py",
+         unless="gs_no_cuda"),
+    # launch: argparse and Hydra override rejections (ref §6.3 step 1, §6.1)
+    _sig(R_LAUNCH, "argparse_error", "error: argument ", B, "launch_error", "argparse (ref §6.3 step 1)",
          unless_text="is_cuda_graph_impl_valid"),
-    _sig(5, "argparse_unrecognized", "error: unrecognized arguments:", B, "launch_error", "argparse (ref §6.3 step 1)"),
-    _sig(5, "hydra_overrides", "Failed to parse Hydra overrides", B, "blocked_config", "Bridge OverridesError (ref §6.1)"),
-    _sig(5, "hydra_overrides_err", "OverridesError", B, "blocked_config", "Bridge (ref §6.1)"),
-    # 7 environment (baseline fails too: ref §6.1 environment/backend, skill case 4)
-    _sig(7, "no_te", "CUDA Graphs are not supported without TE.", B, "env_blocked",
+    _sig(R_LAUNCH, "argparse_unrecognized", "error: unrecognized arguments:", B, "launch_error",
+         "argparse (ref §6.3 step 1)"),
+    _sig(R_LAUNCH, "hydra_overrides", "Failed to parse Hydra overrides", B, "blocked_config",
+         "Bridge OverridesError (ref §6.1)"),
+    _sig(R_LAUNCH, "hydra_overrides_err", "OverridesError", B, "blocked_config", "Bridge (ref §6.1)"),
+    # environment (baseline fails too: ref §6.1 environment/backend, skill case 4)
+    _sig(R_ENV, "no_te", "CUDA Graphs are not supported without TE.", B, "env_blocked",
          "MCore cuda_graphs.py TECudaGraphHelper.__init__ (0.19 L2098-2107)"),
-    _sig(7, "no_attention_backend", "Available backends = {FlashAttention=False, FusedAttention=False, "
+    _sig(R_ENV, "no_attention_backend", "Available backends = {FlashAttention=False, FusedAttention=False, "
          "UnfusedDotProductAttention=False}", B, "env_blocked", "TE attention backend selection (ref §6.1, skill case 4)"),
-    # 8 API / version breakage (ref §6.1)
-    _sig(8, "is_moe_layer", "object has no attribute 'is_moe_layer'", B, "api_mismatch",
+    # API / version breakage (ref §6.1)
+    _sig(R_API, "is_moe_layer", "object has no attribute 'is_moe_layer'", B, "api_mismatch",
          "Bridge #4583 (local + mlp scope, model build)"),
-    _sig(8, "device_pointer_scales", "get_device_pointer_for_data_and_scales()", B, "api_mismatch",
+    _sig(R_API, "device_pointer_scales", "get_device_pointer_for_data_and_scales()", B, "api_mismatch",
          "Bridge #4844 (full-iteration graphs, nightly MXFP8)", requires="TypeError"),
-    _sig(8, "none_copy", "'NoneType' object has no attribute 'copy_'", B, "api_mismatch",
+    _sig(R_API, "none_copy", "'NoneType' object has no attribute 'copy_'", B, "api_mismatch",
          "MLM PR #6958 (full-iteration input slot None at capture, clone_tensors_in_struct)"),
     # MCore <= 0.18 local graph runner + FP8 on TE 2.15.0 (TE dropped the setter; MCore 0.19.2 cuda_graphs.py
     # L150-162 checks hasattr first, TE 2.20.2 quantization.py L423 has it again)
-    _sig(8, "fp8_skip_update_setter", "has no attribute 'set_skip_fp8_weight_update_tensor'", B, "api_mismatch",
+    _sig(R_API, "fp8_skip_update_setter", "has no attribute 'set_skip_fp8_weight_update_tensor'", B, "api_mismatch",
          "MLM #4707, PR #4874; TE PR #3015"),
-    # 9 CUDA OOM (ref §5.8); the allocator line carries "Tried to allocate <size>"
-    _sig(9, "cuda_oom", "CUDA out of memory", O, OOM_CLASS, "PyTorch caching allocator OutOfMemoryError (ref §5.8)"),
-    _sig(9, "cuda_oom_raw", "CUDA error: out of memory", O, OOM_CLASS, "raw CUDA OOM outside the allocator (ref §5.8)"),
-    _sig(9, "cublas_alloc", "CUBLAS_STATUS_ALLOC_FAILED", O, OOM_CLASS, "cuBLAS workspace allocation (ref §5.8)"),
-    _sig(9, "nccl_calloc", "Failed to CUDA calloc", O, OOM_CLASS, "NCCL (ref §5.8; verify per container)"),
-    # 10 capture errors (ref §5.8 and §3.4 replay checks)
-    _sig(10, "capture_not_permitted", "operation not permitted when stream is capturing", B, "blocked_capture",
-         "cudaErrorStreamCaptureUnsupported (ref §5.8; MLM #5889, #1598)"),
+    # node faults: the GPU or its links broke; a rerun on another node can succeed, in any arm
+    _sig(R_NODE, "ecc", "uncorrectable ECC error encountered", C, "transient:ecc",
+         f"{CUDART} cudaErrorECCUncorrectable; {BRIDGE_FLAKY}", retry=RETRY_ANY,
+         cuda_enum="cudaErrorECCUncorrectable"),
+    _sig(R_NODE, "nvlink_uncorrectable", "uncorrectable NVLink error detected during the execution", C,
+         "transient:nvlink", f"{CUDART} cudaErrorNvlinkUncorrectable", retry=RETRY_ANY,
+         cuda_enum="cudaErrorNvlinkUncorrectable"),
+    _sig(R_NODE, "gpu_off_bus", "GPU has fallen off the bus", C, "transient:gpu",
+         "NVIDIA driver NVRM Xid 79 (`NVRM: Xid (PCI:...): 79, pid=..., GPU has fallen off the bus.`)",
+         retry=RETRY_ANY),
+    # another process holds the GPU (exclusive compute mode) or the device is unavailable on this node
+    _sig(R_NODE, "devices_unavailable", "CUDA-capable device(s) is/are busy or unavailable", C, "transient:gpu",
+         f"{CUDART} cudaErrorDevicesUnavailable", retry=RETRY_ANY, cuda_enum="cudaErrorDevicesUnavailable"),
+    # CUDA OOM (ref §5.8); the allocator line carries "Tried to allocate <size>"
+    _sig(R_OOM, "cuda_oom", "CUDA out of memory", O, OOM_CLASS,
+         "PyTorch caching allocator OutOfMemoryError (ref §5.8)"),
+    _sig(R_OOM, "cuda_oom_raw", "CUDA error: out of memory", O, OOM_CLASS,
+         f"raw CUDA OOM outside the allocator (ref §5.8); {CUDART} cudaErrorMemoryAllocation",
+         cuda_enum="cudaErrorMemoryAllocation"),
+    _sig(R_OOM, "cublas_alloc", "CUBLAS_STATUS_ALLOC_FAILED", O, OOM_CLASS, "cuBLAS workspace allocation (ref §5.8)"),
+    _sig(R_OOM, "nccl_calloc", "Failed to CUDA calloc", O, OOM_CLASS, "NCCL (ref §5.8; verify per container)"),
+    # the graph could not be captured: every cudaErrorStreamCapture* and cudaErrorCapturedEvent, and the capture
+    # texts of PyTorch, MCore and TE (ref §5.8, §3.4). Deterministic: the same capture fails again on any node
+    _sig(R_CAPTURE, "capture_not_permitted", "operation not permitted when stream is capturing", B, "blocked_capture",
+         f"{CUDART} cudaErrorStreamCaptureUnsupported (ref §5.8; MLM #5889, #1598)",
+         cuda_enum="cudaErrorStreamCaptureUnsupported"),
     # the symptom every failed capture prints first (it comes from capture_end): never the reason when a cause shows
-    _sig(10, "capture_invalidated", "operation failed due to a previous error during capture", B, "blocked_capture",
-         "cudaErrorStreamCaptureInvalidated (ref §5.8)", symptom=True),
-    _sig(10, "capture_unjoined", "capturing stream has unjoined work", B, "blocked_capture", "ref §5.8"),
-    _sig(10, "capture_legacy", "operation would make the legacy stream depend on a capturing blocking stream", B,
-         "blocked_capture", "ref §5.8"),
-    _sig(10, "capture_isolation", "cudaErrorStreamCaptureIsolation", B, "blocked_capture", "ref §5.8; Bridge #1688"),
-    _sig(10, "captured_event", "cudaErrorCapturedEvent", B, "blocked_capture", "ref §5.8; MLM #6152"),
-    _sig(10, "rng_offset", "Offset increment outside graph capture encountered unexpectedly.", B, "blocked_capture",
-         "PyTorch RNG (ref §5.8)"),
-    _sig(10, "arg_mismatch", "CUDA graph argument mismatch:", B, "blocked_capture",
-         "MCore cuda_graphs.py _CudaGraphRunner.replay_graph_capture L1632"),
-    _sig(10, "no_matching_runner", "is set to True but no matching cudagraph runners were found", B, "blocked_capture",
-         "MCore cuda_graphs.py L1896"),
-    _sig(10, "capture_twice", "CUDA Graph capture has already been finished.", B, "blocked_capture",
-         "MCore TECudaGraphHelper._start_capturing"),
+    _sig(R_CAPTURE, "capture_invalidated", "operation failed due to a previous error during capture", B,
+         "blocked_capture", f"{CUDART} cudaErrorStreamCaptureInvalidated (ref §5.8)", symptom=True,
+         cuda_enum="cudaErrorStreamCaptureInvalidated"),
+    _sig(R_CAPTURE, "capture_merge", "operation would result in a merge of separate capture sequences", B,
+         "blocked_capture", f"{CUDART} cudaErrorStreamCaptureMerge", cuda_enum="cudaErrorStreamCaptureMerge"),
+    _sig(R_CAPTURE, "capture_unmatched", "capture was not ended in the same stream as it began", B, "blocked_capture",
+         f"{CUDART} cudaErrorStreamCaptureUnmatched", cuda_enum="cudaErrorStreamCaptureUnmatched"),
+    _sig(R_CAPTURE, "capture_unjoined", "capturing stream has unjoined work", B, "blocked_capture",
+         f"{CUDART} cudaErrorStreamCaptureUnjoined (ref §5.8)", cuda_enum="cudaErrorStreamCaptureUnjoined"),
+    _sig(R_CAPTURE, "capture_isolation", "dependency created on uncaptured work in another stream", B,
+         "blocked_capture", f"{CUDART} cudaErrorStreamCaptureIsolation (ref §5.8; Bridge #1688)",
+         cuda_enum="cudaErrorStreamCaptureIsolation"),
+    _sig(R_CAPTURE, "capture_legacy", "operation would make the legacy stream depend on a capturing blocking stream",
+         B, "blocked_capture", f"{CUDART} cudaErrorStreamCaptureImplicit (ref §5.8)",
+         cuda_enum="cudaErrorStreamCaptureImplicit"),
+    _sig(R_CAPTURE, "captured_event", "operation not permitted on an event last recorded in a capturing stream", B,
+         "blocked_capture", f"{CUDART} cudaErrorCapturedEvent (ref §5.8; MLM #6152)",
+         cuda_enum="cudaErrorCapturedEvent"),
+    _sig(R_CAPTURE, "capture_wrong_thread", "attempt to terminate a thread-local capture sequence from another thread",
+         B, "blocked_capture", f"{CUDART} cudaErrorStreamCaptureWrongThread",
+         cuda_enum="cudaErrorStreamCaptureWrongThread"),
+    _sig(R_CAPTURE, "rng_offset", "Offset increment outside graph capture encountered unexpectedly.", B,
+         "blocked_capture", "PyTorch RNG (ref §5.8)"),
+    _sig(R_CAPTURE, "capture_twice", "CUDA Graph capture has already been finished.", B, "blocked_capture",
+         "MCore 0.19.2 cuda_graphs.py TECudaGraphHelper._start_capturing L2659"),
     # torch 2.11 aten/src/ATen/native/cuda/Copy.cu (libtorch_cuda.so): a pageable host tensor copied inside a capture
     # (router z-loss with the moe_router scope before MLM PR #5401)
-    _sig(10, "capture_pageable_copy", "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the "
-         "CPU tensor is pinned.", B, "blocked_capture", "torch 2.11 ATen native/cuda/Copy.cu; MLM PR #5401"),
+    _sig(R_CAPTURE, "capture_pageable_copy", "Cannot copy between CPU and CUDA tensors during CUDA graph capture "
+         "unless the CPU tensor is pinned.", B, "blocked_capture", "torch 2.11 ATen native/cuda/Copy.cu; MLM PR #5401"),
     # the caching allocator after a failed capture (torch 2.11 c10/cuda/CUDACachingAllocator.cpp:3662, the text in
     # libc10_cuda.so): a consequence, the cause is the capture error printed before it when there is one (TGI #3175)
-    _sig(10, "captures_underway", "captures_underway.empty() INTERNAL ASSERT FAILED", B, "blocked_capture",
+    _sig(R_CAPTURE, "captures_underway", "captures_underway.empty() INTERNAL ASSERT FAILED", B, "blocked_capture",
          "torch 2.11 c10/cuda/CUDACachingAllocator.cpp L3662; TGI #3175", symptom=True),
-    # 11 illegal memory access (ref §5.8, MLM #5474: expandable_segments without NCCL_GRAPH_REGISTER=0)
-    _sig(11, "illegal_memory_access", "illegal memory access", C, "illegal_memory_access",
-         "CUDA / NCCL WARN Cuda failure (ref §5.8, §6.2)", transient=True),
-    # 12 NCCL / distributed (ref §5.8, §6.2)
-    _sig(12, "nccl_watchdog", "Watchdog caught collective operation timeout", C, "nccl_error",
-         "ProcessGroupNCCL watchdog (ref §5.8, MLM #735)", transient=True),
-    _sig(12, "nccl_failed", "Some NCCL operations have failed or timed out.", C, "nccl_error", "ref §5.8, §6.2",
-         transient=True),
-    _sig(12, "dist_backend", "torch.distributed.DistBackendError", C, "nccl_error", "ref §5.8, §6.2", transient=True),
-    _sig(12, "nccl_remote", "ncclRemoteError", C, "nccl_error", "ref §5.8, §6.2", transient=True),
-    _sig(12, "nccl_unhandled_cuda", "ncclUnhandledCudaError", C, "nccl_error", "ref §5.8"),
-    _sig(12, "cuda_call_failed", "Call to CUDA function failed.", C, "nccl_error", "ref §5.8, §6.2", transient=True),
-    # 13 segfault (ref §5.8, MLM #6152: 6th replay segfaults with exitcode -11)
-    _sig(13, "segfault", "Segmentation fault", C, "segfault", "ref §5.8, §6.2", transient=True),
-    _sig(13, "segfault_encountered", "Segfault encountered", C, "segfault", "ref §5.8, §6.2", transient=True),
-    _sig(13, "exitcode_11", "exitcode: -11", C, "segfault", "torchrun elastic `failed (exitcode: -11)`"),
-    _sig(13, "exitcode_11_ref", "exitcode -11", C, "segfault", "ref §5.8 `exitcode -11` (MLM #6152)"),
-    _sig(13, "exitcode_11b", "exitcode  : -11", C, "segfault", "torchrun ChildFailedError block (ref §5.8)"),
-    _sig(13, "sigsegv", "SIGSEGV", C, "segfault", "torchrun signal report"),
-    # 14 other transient signatures: Bridge scripts/performance/setup_experiment.py::is_flaky_failure (ref §6.2)
-    _sig(14, "dist_network", "torch.distributed.DistNetworkError", C, "transient:network", "ref §6.2", transient=True),
-    _sig(14, "server_socket", "The server socket has failed to listen on any local network address.", C,
-         "transient:network", "ref §6.2", transient=True),
-    _sig(14, "connection_reset", "Connection reset by peer", C, "transient:network", "ref §6.2", transient=True),
-    _sig(14, "ecc", "uncorrectable ECC error encountered", C, "transient:ecc", "ref §6.2", transient=True),
-    _sig(14, "illegal_instruction", "illegal instruction", C, "transient:cuda_error", "ref §6.2", transient=True),
-    _sig(14, "unspecified_launch", "unspecified launch failure", C, "transient:cuda_error", "ref §6.2", transient=True),
-    _sig(14, "double_free", "double free or corruption", C, "transient:memory_corruption", "ref §6.2", transient=True),
-    _sig(14, "invalid_pointer", "invalid pointer", C, "transient:memory_corruption", "ref §6.2", transient=True),
-    _sig(14, "tcache", "malloc(): unaligned tcache chunk detected", C, "transient:memory_corruption", "ref §6.2",
-         transient=True),
-    _sig(14, "unsorted_chunks", "free(): corrupted unsorted chunks", C, "transient:memory_corruption", "ref §6.2",
-         transient=True),
-    _sig(14, "glibc", "Fatal glibc error", C, "transient:memory_corruption", "ref §6.2", transient=True),
-    _sig(14, "zmq", "zmq.error.ZMQError: Address already in use", C, "transient:port_in_use", "ref §6.2",
-         transient=True),
-    _sig(14, "hf_hub", "We couldn't connect to 'https://huggingface.co'", C, "transient:hub", "ref §6.2", transient=True),
-    _sig(14, "unpack", "Unpack failed: incomplete input", C, "transient:io", "ref §6.2", transient=True),
-    _sig(14, "eof_data", "EOFError: No data left in file", C, "transient:io", "ref §6.2", transient=True),
-    # Follows every CUDA error (ref §5.8): transient only when nothing more specific explains the failure.
-    _sig(14, "cuda_launch_blocking", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1", C, "transient:cuda_error",
-         "ref §6.2", transient=True),
-    # 15 walltime (ref §5.8 slurmstepd; §6.2 timeout marker)
-    _sig(15, TIME_LIMIT, "DUE TO TIME LIMIT", TIMEOUT, "hang_timeout", "slurmstepd `*** JOB <id> ON <node> "
+    # the captured graph failed when it was replayed or updated: crashed, deterministic
+    _sig(R_REPLAY, "graph_exec_update", "the graph update was not performed because it included changes which "
+         "violated constraints specific to instantiated graph update", C, "graph_replay",
+         f"{CUDART} cudaErrorGraphExecUpdateFailure", cuda_enum="cudaErrorGraphExecUpdateFailure"),
+    _sig(R_REPLAY, "arg_mismatch", "CUDA graph argument mismatch:", C, "graph_replay",
+         "MCore 0.19.2 cuda_graphs.py _CudaGraphRunner.replay_graph_capture L1632"),
+    _sig(R_REPLAY, "no_matching_runner", "is set to True but no matching cudagraph runners were found", C,
+         "graph_replay", "MCore 0.19.2 cuda_graphs.py CudaGraphManager.__call__ L1897"),
+    # illegal memory access (ref §5.8; MLM #5474: expandable_segments without NCCL_GRAPH_REGISTER=0; TE #3316)
+    _sig(R_IMA, "illegal_memory_access", "illegal memory access", C, "illegal_memory_access",
+         f"{CUDART} cudaErrorIllegalAddress / NCCL WARN Cuda failure (ref §5.8); {BRIDGE_FLAKY}", retry=RETRY_EAGER,
+         cuda_enum="cudaErrorIllegalAddress"),
+    # NCCL / distributed (ref §5.8, §6.2)
+    _sig(R_NCCL, "nccl_watchdog", "Watchdog caught collective operation timeout", C, "nccl_error",
+         f"torch 2.11 ProcessGroupNCCL watchdog (ref §5.8, MLM #735); {BRIDGE_FLAKY}", retry=RETRY_OUTSIDE_CAPTURE),
+    # torch 2.11 ProcessGroupNCCL HeartbeatMonitor (libtorch_cuda.so): a NCCL/CUDA API call hung inside the process;
+    # torch's own text says to debug the hang, not to rerun it
+    _sig(R_NCCL, "nccl_watchdog_stuck", "ProcessGroupNCCL's watchdog got stuck for", C, "nccl_error",
+         "torch 2.11 ProcessGroupNCCL.cpp HeartbeatMonitor (libtorch_cuda.so)"),
+    _sig(R_NCCL, "nccl_failed", "Some NCCL operations have failed or timed out.", C, "nccl_error",
+         f"torch 2.11 ProcessGroupNCCL WorkNCCL::handleException (ref §5.8); {BRIDGE_FLAKY}",
+         retry=RETRY_OUTSIDE_CAPTURE, symptom=True),
+    # the exception torch raises for any NCCL error: the NCCL text inside it names the fault
+    _sig(R_NCCL, "dist_backend", "torch.distributed.DistBackendError", C, "nccl_error", "ref §5.8, §6.2", neutral=True),
+    _sig(R_NCCL, "nccl_remote", "ncclRemoteError", C, "nccl_error",
+         f"torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (ref §5.8); {BRIDGE_FLAKY}", retry=RETRY_ANY),
+    _sig(R_NCCL, "nccl_remote_text", "remote process exited or there was a network error", C, "nccl_error",
+         f"{NCCL}(ncclRemoteError), inside torch's `NCCL error in: ...`", retry=RETRY_ANY),
+    _sig(R_NCCL, "nccl_unhandled_cuda", "ncclUnhandledCudaError", C, "nccl_error",
+         "torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (ref §5.8)", retry=RETRY_EAGER),
+    _sig(R_NCCL, "cuda_call_failed", "Call to CUDA function failed.", C, "nccl_error",
+         f"torch 2.11 NCCLUtils.cpp (ncclUnhandledCudaError); {BRIDGE_FLAKY}", retry=RETRY_EAGER),
+    # segfault (ref §5.8, MLM #6152: the 6th replay segfaults with exitcode -11): a native bug, it repeats
+    _sig(R_SEGV, "segfault", "Segmentation fault", C, "segfault", "ref §5.8, §6.2"),
+    _sig(R_SEGV, "segfault_encountered", "Segfault encountered", C, "segfault", "ref §5.8, §6.2"),
+    _sig(R_SEGV, "exitcode_11", "exitcode: -11", C, "segfault", "torchrun elastic `failed (exitcode: -11)`"),
+    _sig(R_SEGV, "exitcode_11_ref", "exitcode -11", C, "segfault", "ref §5.8 `exitcode -11` (MLM #6152)"),
+    _sig(R_SEGV, "exitcode_11b", "exitcode  : -11", C, "segfault", "torchrun ChildFailedError block (ref §5.8)"),
+    _sig(R_SEGV, "sigsegv", "SIGSEGV", C, "segfault", "torchrun signal report"),
+    # other CUDA errors: a kernel fault (retried in an eager arm, as NVIDIA's harness does), or any CUDA error this
+    # catalogue does not know, named by its text and the enum of torch's `Search for` line (never retried)
+    _sig(R_CUDA, "illegal_instruction", "illegal instruction", C, "cuda_error",
+         f"{CUDART} cudaErrorIllegalInstruction; {BRIDGE_FLAKY}", retry=RETRY_EAGER,
+         cuda_enum="cudaErrorIllegalInstruction"),
+    _sig(R_CUDA, "unspecified_launch", "unspecified launch failure", C, "cuda_error",
+         f"{CUDART} cudaErrorLaunchFailure; {BRIDGE_FLAKY}", retry=RETRY_EAGER, cuda_enum="cudaErrorLaunchFailure"),
+    _sig(R_CUDA, "cuda_error", "CUDA error: ", C, "cuda_error",
+         "torch 2.11 c10/cuda/CUDAException.cpp c10_cuda_check_implementation", fallback=True),
+    # network faults (any arm): a rerun on other nodes or ports can succeed
+    _sig(R_NETWORK, "dist_network", "torch.distributed.DistNetworkError", C, "transient:network", BRIDGE_FLAKY,
+         retry=RETRY_ANY),
+    _sig(R_NETWORK, "server_socket", "The server socket has failed to listen on any local network address.", C,
+         "transient:network", f"torch 2.11 c10d TCPStore (libtorch_cpu.so); {BRIDGE_FLAKY}", retry=RETRY_ANY),
+    _sig(R_NETWORK, "connection_reset", "Connection reset by peer", C, "transient:network", BRIDGE_FLAKY,
+         retry=RETRY_ANY),
+    _sig(R_NETWORK, "zmq", "zmq.error.ZMQError: Address already in use", C, "transient:network", BRIDGE_FLAKY,
+         retry=RETRY_ANY),
+    _sig(R_NETWORK, "hf_hub", "We couldn't connect to 'https://huggingface.co'", C, "transient:network",
+         BRIDGE_FLAKY, retry=RETRY_ANY),
+    # the process's own memory or input broke: a bug or a bad file, the same on every node (Bridge retries these)
+    _sig(R_HOST, "double_free", "double free or corruption", C, "memory_corruption", BRIDGE_FLAKY),
+    _sig(R_HOST, "invalid_pointer", "invalid pointer", C, "memory_corruption", BRIDGE_FLAKY),
+    _sig(R_HOST, "tcache", "malloc(): unaligned tcache chunk detected", C, "memory_corruption", BRIDGE_FLAKY),
+    _sig(R_HOST, "unsorted_chunks", "free(): corrupted unsorted chunks", C, "memory_corruption", BRIDGE_FLAKY),
+    _sig(R_HOST, "glibc", "Fatal glibc error", C, "memory_corruption", BRIDGE_FLAKY),
+    _sig(R_HOST, "unpack", "Unpack failed: incomplete input", C, "io_error", BRIDGE_FLAKY),
+    _sig(R_HOST, "eof_data", "EOFError: No data left in file", C, "io_error", BRIDGE_FLAKY),
+    # walltime (ref §5.8 slurmstepd; §6.2 timeout marker)
+    _sig(R_WALLTIME, TIME_LIMIT, "DUE TO TIME LIMIT", TIMEOUT, "hang_timeout", "slurmstepd `*** JOB <id> ON <node> "
          "CANCELLED AT <ts> DUE TO TIME LIMIT ***` (ref §5.8)"),
-    # 16 NaN / Inf (ref §5.8 rerun state machine; MLM #5966)
-    _sig(16, "found_nan", "found NaN in", C, "nan", "MCore rerun_state_machine (ref §5.8, §6.2)", transient=True),
-    _sig(16, "found_inf", "found Inf in", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(16, "unexpected_nan", "Unexpected result nan", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(16, "unexpected_inf", "Unexpected result inf", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(16, "spiky_loss", "Spiky loss", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
+    # NaN / Inf (ref §5.8 rerun state machine; MLM #5966): under graphs a NaN is the finding, not a flake
+    _sig(R_NAN, "found_nan", "found NaN in", C, "nan", "MCore rerun_state_machine (ref §5.8, §6.2)"),
+    _sig(R_NAN, "found_inf", "found Inf in", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
+    _sig(R_NAN, "unexpected_nan", "Unexpected result nan", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
+    _sig(R_NAN, "unexpected_inf", "Unexpected result inf", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
+    _sig(R_NAN, "spiky_loss", "Spiky loss", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
 )
 
 # Constraint texts first: a cause with a traceback frame is more specific than the generic text it shares
 SIGNATURES: tuple[Signature, ...] = (*[s for c in CONSTRAINTS for s in _from_constraint(c)], *RUNTIME)
+# The signature a cudaError name proves (torch's `Search for` line), when this catalogue knows the enum
+BY_ENUM: dict[str, Signature] = {s.cuda_enum: s for s in RUNTIME if s.cuda_enum}
 
 # Slurm job-end lines other than TIME LIMIT (slurmstepd; not quoted in the reference: verify per site).
 SLURM_INFRA = (
@@ -193,23 +301,23 @@ INFRA_STATES = {
 }  # fmt: skip
 
 # Cheap literal prefilter: a line is looked at only if it contains one of these. Exceptions carry
-# "rror" (AssertionError, ValueError, CUDA error, slurmstepd: error, ...); graph texts carry "raph".
+# "rror" (AssertionError, ValueError, CUDA error, slurmstepd: error, cudaError..., ...); graph texts carry "raph".
 ERROR_ANCHORS: tuple[bytes, ...] = (
     b"rror", b"raph", b"NCCL", b"nccl", b"oom", b"Seg", b"SIG", b"exitcode", b"illegal", b"found NaN", b"found Inf",
     b"Unexpected result", b"Spiky", b"free(", b"double free", b"malloc(", b"invalid pointer", b"socket",
-    b"Connection reset", b"CUDA_LAUNCH_BLOCKING", b"DUE TO", b"CANCELLED", b"Unpack failed", b"Available backends",
-    b"offload", b"recompute", b"Watchdog", b"ECC", b"launch failure", b"huggingface", b"out of memory", b"CUBLAS",
-    b"calloc", b"Call to CUDA", b"[graphsweep]", b"Traceback", b"StopIteration", b"xiting program", b"Pretrain failed",
+    b"Connection reset", b"DUE TO", b"CANCELLED", b"Unpack failed", b"Available backends", b"offload", b"recompute",
+    b"Watchdog", b"ECC", b"off the bus", b"launch failure", b"huggingface", b"out of memory", b"CUBLAS", b"calloc",
+    b"Call to CUDA", b"[graphsweep]", b"Traceback", b"StopIteration", b"xiting program", b"Pretrain failed",
     # a death without an exception (graphsweep/parse/crash.py; logformat FATAL, LAUNCHER_SIGNAL)
-    b"terminate called", b"death signal", b"got signal",
+    b"terminate called", b"death signal", b"got signal", b"[F",
 )
-TRANSIENT_NEEDLES: tuple[str, ...] = tuple(s.needle.decode() for s in SIGNATURES if s.transient)
 
 
 def anchored(sig: Signature) -> bool:
     """True when the prefilter can see this signature's line."""
     texts = [sig.needle] + ([sig.requires] if sig.requires else [])
-    return any(a in t for t in texts for a in ERROR_ANCHORS) or sig.rank in (5, 6, 7, 8)  # exception lines: "rror"
+    # exception lines and torch's `CUDA error: <text>` lines carry "rror"
+    return any(a in t for t in texts for a in ERROR_ANCHORS) or sig.rule in EXCEPTION_RULES or bool(sig.cuda_enum)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -237,9 +345,14 @@ def _candidates_for(anchors: frozenset[bytes]) -> tuple[Signature, ...]:
 
 
 def _match(raw: bytes) -> tuple[Signature, ...]:
+    if lf.CUDA_ERROR_HELP in raw and lf.CUDA_ERROR_NAME.search(raw):
+        return ()  # torch's `Search for `cudaErrorX'` help line: its enum is paired with the error line (scan.py)
     cands = _candidates_for(frozenset(a for a in _BUCKETS if a in raw))
-    return tuple(s for s in cands if s.needle in raw and (s.requires is None or s.requires in raw)
-                 and not (s.unless_text and s.unless_text in raw))
+    found = tuple(s for s in cands if s.needle in raw and (s.requires is None or s.requires in raw)
+                  and not (s.unless_text and s.unless_text in raw))
+    if any(not s.fallback for s in found):
+        found = tuple(s for s in found if not s.fallback)
+    return found
 
 
 _match_cached = functools.lru_cache(maxsize=4096)(_match)
@@ -252,26 +365,84 @@ def matching(raw: bytes) -> tuple[Signature, ...]:
 
 
 # --------------------------------------------------------------------------------------------------
-# The one automatic retry of a transient failure (the run rule asks before it records a failed run)
-def transient_of(sigs: Iterable[Signature]) -> Signature | None:
-    """The most specific transient signature, unless something deterministic explains the failure."""
-    found = list(sigs)
-    if any(s.rank <= 10 for s in found) or any(s.id == TIME_LIMIT for s in found):
+# The retry policy: the run rule asks find_transient before it records a failed run; the classifier asks
+# transient_of with the parsed evidence. Both see the same signatures, the arm, and whether a capture was running.
+def retries(sig: Signature, arm: str | None, at_capture: bool) -> bool:
+    """This signature alone earns the one automatic retry, in this arm (None: unknown, read as a graph arm)."""
+    if sig.retry == RETRY_ANY:
+        return True
+    if sig.retry == RETRY_OUTSIDE_CAPTURE:
+        return not at_capture
+    return sig.retry == RETRY_EAGER and arm in EAGER_ARMS
+
+
+def transient_of(seen: Iterable[tuple[Signature, bool]], arm: str | None, *,
+                 unexplained: bool = False) -> Signature | None:
+    """The transient signature that earns the retry, or None. `seen`: (signature, printed during a capture) of the
+    failure's lines (not those of its teardown: a failure after the end of training keeps its measurement).
+    None when any cause shows that is not transient for this arm (a config or capture error, an OOM, a CUDA error
+    in a graph arm, a walltime, a segfault, a NaN) or when Bridge's `Pretrain failed ... with X` names an exception
+    no signature explains (`unexplained`): a rerun would fail the same way."""
+    found = list(seen)
+    if unexplained or any(not s.neutral and not retries(s, arm, cap) for s, cap in found):
         return None
-    cand = [s for s in found if s.transient]
-    return min(cand, key=lambda s: s.rank) if cand else None
+    cand = [s for s, cap in found if retries(s, arm, cap)]
+    return min(cand, key=lambda s: (s.symptom, _ORDER[s])) if cand else None
 
 
-def find_transient(log: str | bytes | Path) -> str | None:
-    """The reference §6.2 transient substring in a failed run's log (a path, or the text itself), or None: None when
-    something deterministic explains the failure (config rejected, CUDA OOM, capture error: retrying cannot help)
-    or the job hit its walltime. A line loop, no pandas: the run rule's waiting process stays small."""
-    seen: dict[str, Signature] = {}
+def withheld(seen: Iterable[tuple[Signature, bool]], arm: str | None) -> Signature | None:
+    """A signature that would be transient in an eager arm or outside a capture but is not here (why no retry)."""
+    return next((s for s, cap in seen if s.retry and not s.neutral and not retries(s, arm, cap)), None)
+
+
+class _Progress:
+    """Where a log was when a line was printed, as classify.phase_of reads it: the last iteration, whether a capture
+    had started and not finished (logformat's capture markers), and the end of training (its marker, or the run's
+    last iteration)."""
+
+    def __init__(self, arm: str | None, warmup: int | None) -> None:
+        self.graph = arm not in EAGER_ARMS
+        self.capture_iteration = warmup + 1 if warmup is not None else None
+        self.last: int | None = None
+        self.capturing = False
+        self.ended = False
+
+    def see(self, raw: bytes) -> None:
+        if lf.ITER_NEEDLE in raw and (m := lf.ITER_HEAD.search(raw)):
+            self.last = int(m.group(1))
+            self.ended |= self.last >= int(m.group(2))  # the run's last iteration: what follows is teardown
+        if b"raph" in raw:  # every capture marker names a graph
+            if any(n in raw for n in lf.CAPTURE_START_NEEDLES) or lf.LOCAL_CREATING.search(raw):
+                self.capturing = True
+            if any(n in raw for n in lf.CAPTURE_DONE_NEEDLES) or lf.TE_CAPTURE_TIME_RE.search(raw) \
+                    or lf.LOCAL_BUILT.search(raw):
+                self.capturing = False
+        if any(n in raw for n in lf.END_MARKERS):
+            self.ended = True
+
+    def at_capture(self) -> bool:
+        failing = (self.last or 0) + 1
+        return self.capturing or (self.graph and failing == self.capture_iteration)
+
+
+def find_transient(log: str | bytes | Path, *, arm: str | None = None, warmup: int | None = None) -> str | None:
+    """The transient signature's text in a failed run's log (a path, or the text itself) when the retry policy
+    retries it (docs/failures.md), else None. `arm` and `warmup` as in the run's config.yaml (an unknown arm is
+    read as a graph arm: no retry for a CUDA error). A line loop, no pandas: the run rule's waiting process stays
+    small."""
+    seen: dict[str, tuple[Signature, bool]] = {}
+    where = _Progress(arm, warmup)
+    unexplained = False
     for raw in _lines(log):
-        if any(a in raw for a in ERROR_ANCHORS):
-            for s in matching(raw):
-                seen.setdefault(s.id, s)
-    hit = transient_of(seen.values())
+        where.see(raw)
+        if where.ended or not any(a in raw for a in ERROR_ANCHORS):
+            continue
+        sigs = matching(raw)
+        if not sigs and b"Pretrain failed" in raw and lf.BRIDGE_FAILED.search(raw):
+            unexplained = True  # Bridge names the exception that ended pretrain(), and no signature explains it
+        for s in sigs:
+            seen.setdefault(s.id, (s, where.at_capture()))
+    hit = transient_of(seen.values(), arm, unexplained=unexplained)
     return hit.needle.decode() if hit else None
 
 
@@ -283,3 +454,12 @@ def _lines(log: str | bytes | Path) -> Iterable[bytes]:
         return Path(log).read_bytes().splitlines(keepends=True)
     except OSError:
         return []
+
+
+def retry_table() -> str:
+    """The retry policy's list as the Markdown table docs/failures.md shows: every signature that can earn a retry."""
+    rows = ["| text | rule | error class | retried | source |", "|---|---|---|---|---|"]
+    rows += [f"| `{s.needle.decode()}` | `{s.rule}` | {s.error_class} | {s.retry}"
+             + (" (a symptom: used when no cause shows)" if s.symptom else "") + f" | {s.source} |"
+             for s in RUNTIME if s.retry]
+    return "\n".join(rows)

@@ -12,7 +12,7 @@ InfraFailure so the rule fails and Snakemake's --retries reruns only that run, w
 Waiting on Slurm never uses submitit's per-process watcher (`job.done()` / `job.state` call sacct from every
 waiting process): the result pickle is checked first, and job states come from the shared, rate-limited sacct
 cache in graphsweep/run/slurmstate.py. The waiting process stays small (no pandas: a login node hosts one per run
-in flight): the transient-failure check reads the log with graphsweep/parse/signatures.py alone.
+in flight): the retry policy's check reads the log with graphsweep/parse/signatures.py alone.
 """
 
 from __future__ import annotations
@@ -532,9 +532,11 @@ def execute_run(
     record = submit_and_wait(run_id, plan, log_path, jobs_dir, settings, attempt, say)
     transient = None
     if record["exit_code"] != 0:
-        transient = find_transient(log_path)
+        # the retry policy is the arm's: a CUDA error of a graph arm is the graph's, an NCCL timeout during the
+        # capture is the capture's (docs/failures.md)
+        transient = find_transient(log_path, arm=cfg["run"].get("arm"), warmup=cfg["run"].get("warmup"))
     if transient:
-        # One automatic retry for signatures known to be transient (Bridge's is_flaky_failure list, reference 6.2).
+        # One automatic retry when every cause in the log is transient for this arm (a node or network fault).
         kept = jobs_dir / f"log.transient.{record['job_id']}.txt"
         shutil.copy(log_path, kept)
         say(f"{run_id}: transient failure ({transient}); retrying once")
