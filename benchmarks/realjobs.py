@@ -7,7 +7,10 @@ Sources (all committed, all from real NVIDIA H200s, 2026-11-30 and 2026-12-01):
 - benchmarks/data/h200-jobs: 36 probe.py jobs (medium eager / full_iteration, large eager), README there;
 - benchmarks/data/h200-extra: 96 probe.py jobs (small / medium / large x eager / full_iteration), README there;
 - tests/fixtures/h200: one job each of eager, full_iteration, attn+mlp of the medium shape;
-- results/examples/{h200-builtin, megatron-tiny-vanilla-gpt, megatron-tiny-moe}/runs: three whole sweeps.
+- results/examples/{h200-builtin, megatron-tiny-vanilla-gpt, megatron-tiny-moe, megatron-1b-dense}/runs: four whole
+  sweeps (the 1.2B dense model and the builtin rerun with the GPU-busy diagnostic are from 2026-12-01 evening);
+- benchmarks/data/{h200-builtin-sweep-a, h200-dense-sweep-a}/runs: the earlier builtin sweep and the dense spec's
+  earlier sweep on another H200 (READMEs there).
 """
 
 from __future__ import annotations
@@ -20,10 +23,19 @@ from pathlib import Path
 import yaml
 
 from graphsweep.parse.run import parse_run
-from graphsweep.vocab import EAGER, GRAPH, USABLE_OUTCOMES
+from graphsweep.vocab import AA, EAGER, GRAPH, USABLE_OUTCOMES
 
 REPO = Path(__file__).resolve().parents[1]
-SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe")
+# source name -> its run folders; a builtin sweep seeds repeat k with k (--seed {repeat}), Megatron logs say theirs
+SWEEPS = {
+    "h200-builtin": REPO / "results/examples/h200-builtin/runs",
+    "megatron-tiny-vanilla-gpt": REPO / "results/examples/megatron-tiny-vanilla-gpt/runs",
+    "megatron-tiny-moe": REPO / "results/examples/megatron-tiny-moe/runs",
+    "megatron-1b-dense": REPO / "results/examples/megatron-1b-dense/runs",
+    "h200-builtin-sweep-a": REPO / "benchmarks/data/h200-builtin-sweep-a/runs",
+    "h200-dense-sweep-a": REPO / "benchmarks/data/h200-dense-sweep-a/runs",
+}
+BUILTIN_SWEEPS = ("h200-builtin", "h200-builtin-sweep-a")
 PROBE_WARMUP = 3  # probe.py: cuda graph warmup 3, capture on iteration 4
 
 
@@ -50,7 +62,7 @@ class Job:
 
 
 def _job(path: Path, source: str, shape: str, variant: str, run_id: str, warmup: int, seed: int | None) -> Job:
-    arm = EAGER if variant == EAGER else GRAPH
+    arm = EAGER if variant in (EAGER, AA) else GRAPH  # an A/A control run is an eager run
     pr = parse_run([path], arm=arm, warmup=warmup, run_id=run_id)
     s, df = pr.summary, pr.iterations
     usable = s.outcome in USABLE_OUTCOMES and s.steady_first is not None
@@ -76,10 +88,10 @@ def pool() -> tuple[Job, ...]:
     fx = REPO / "tests/fixtures/h200"  # one job per config (README there); the concatenated capped-shape file skipped
     for name, variant in (("eager", EAGER), ("full", "full_iteration"), ("attnmlp", "attn+mlp")):
         out.append(_job(fx / f"{name}.log", "tests-h200", "medium", variant, name, PROBE_WARMUP, 0))
-    for sweep in SWEEPS:
-        for d in sorted((REPO / "results/examples" / sweep / "runs").iterdir()):
+    for sweep, folder in SWEEPS.items():
+        for d in sorted(folder.iterdir()):
             run = yaml.safe_load((d / "config.yaml").read_text())["run"]
-            seed = run["repeat"] if sweep == "h200-builtin" else None  # builtin: --seed {repeat}; Megatron: its log
+            seed = run["repeat"] if sweep in BUILTIN_SWEEPS else None  # builtin: --seed {repeat}; Megatron: its log
             out.append(_job(d / "log.txt", sweep, run["shape_id"], run["variant"], run["run_id"],
                             int(run.get("warmup", PROBE_WARMUP)), seed))
     return tuple(out)

@@ -243,6 +243,11 @@ TRAIN_START = re.compile(rb"Starting training loop at iteration (\d+)")  # Bridg
 TRAIN_START_MLM = b"[before the start of training step]"  # MCore barrier_and_log (MLM)
 SEED_NEEDLE = b"> setting random seeds to "
 SEED_LINE = re.compile(rb"> setting random seeds to (\d+) \.\.\.")
+# Bridge 0.6.2 training/config.py L1730-1732 (the configuration summary at start-up): "\n[rng]:" then the section's
+# fields sorted, "  seed: 1234" among them: the seed of a log whose "> setting random seeds" line is missing
+RNG_SECTION = b"[rng]:"
+RNG_SEED = re.compile(rb"(?:^|\]:)\s+seed: (\d+)\s*$")  # after an optional `[default0]:` rank prefix
+RNG_SECTION_LINES = 12  # the seed is one of the section's few fields
 END_MARKERS = (AFTER_TRAINING.split(" datetime")[0].encode(), b"exiting program at iteration")  # normal end (ref §5.6, §6.2)
 END_DATA = (b"StopIteration", b"AssertionError: no samples left to consume:")  # data exhausted: Bridge completes
 EXIT_MINUTES = re.compile(rb"exiting program after (\d+) minutes")  # --exit-duration-in-mins: graceful walltime

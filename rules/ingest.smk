@@ -20,5 +20,6 @@ if is_ingest():
         localrule: True
         params:
             facts=INGEST.facts_of,
+            seed=INGEST.seed,
         script:
             "../scripts/ingest_run.py"

@@ -33,8 +33,15 @@ def reason(v: Verdict) -> str:
     return prose.reason(asdict(v))
 
 
+# One training trajectory that both arms follow (same seed, same loss): these cases test timing, and a speedup is
+# only decided where the graph arm is shown to train the eager model (tests/test_parity.py tests that part).
+SAME_LOSS = {i: 10.0 - 0.05 * i for i in range(1, 31)}
+
+
 def runs(arm: str, medians: list[float], *, n_iter: int = 30, jitter: float = 0.005, seed: int = 0, **kw) -> list[ArmRun]:
     """Completed runs with the given steady medians and small deterministic within-run noise."""
+    kw.setdefault("seed", 1234)
+    kw.setdefault("loss", SAME_LOSS)
     rng = np.random.default_rng(seed)
     out = []
     for i, m in enumerate(medians):
@@ -197,7 +204,7 @@ def test_graph_crash_is_failed_graph_introduces_failure():
 
 def test_timeout_counts_only_with_steady_data():
     eager = runs("eager", [30.0, 30.2, 29.9])
-    late = [ArmRun(r.run_id, "timeout", r.step_ms) for r in runs("graph", [20.0, 20.1, 19.9], seed=1)]
+    late = [ArmRun(r.run_id, "timeout", r.step_ms, seed=r.seed, loss=r.loss) for r in runs("graph", [20.0, 20.1, 19.9], seed=1)]
     assert judge_cell(eager, late).verdict == "speedup"  # timed out in teardown, after the window
     assert judge_cell(eager, failed("graph", "timeout", "walltime before iteration 5", 3)).verdict == "failed"
 

@@ -176,8 +176,9 @@ def _fail(v: Verdict, verdict: str, paired_outcome: str, run: ArmRun | None) -> 
     return v
 
 
-def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.ArmParity | None:
-    """The graph arm's loss parity against the eager-like runs of each seed; recorded on v.
+def arm_parity(eager: Sequence[ArmRun], graph: Sequence[ArmRun], *, floor: float = lp.LOSS_FLOOR,
+               factor: float = lp.SPREAD_FACTOR) -> lp.ArmParity | None:
+    """The graph arm's loss parity against the eager-like runs of each seed (None: no graph run has a loss).
 
     Only runs whose seed is known (stated in the log, or set by the command) are compared: runs of different seeds
     train different models from the first step, so a run of unknown seed is unchecked, never diverged.
@@ -186,15 +187,23 @@ def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.
     if not runs:
         return None
     checked: list[lp.RunParity] = []
-    spread, tol = 0.0, lp.tolerance_for(0.0)
+    spread, tol = 0.0, lp.tolerance_for(0.0, floor, factor)
     for seed in dict.fromkeys(g.seed for g in runs):
         mine = [g for g in runs if g.seed == seed]
         ref = {e.run_id: dict(e.loss) for e in eager if e.loss and seed is not None and e.seed == seed}
         s_spread = lp.eager_spread(list(ref.values()))
-        s_tol = lp.tolerance_for(s_spread)
+        s_tol = lp.tolerance_for(s_spread, floor, factor)
         spread, tol = max(spread, s_spread), max(tol, s_tol)
         checked += [lp.check_run(g.run_id, dict(g.loss), ref, s_tol) for g in mine]
-    arm = lp.summarize(checked, spread, tol)
+    return lp.summarize(checked, spread, tol)
+
+
+def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.ArmParity | None:
+    """arm_parity, recorded on v."""
+    arm = arm_parity(eager, graph)
+    if arm is None:
+        return None
+    runs = [g for g in graph if g.loss]
     v.loss_parity, v.loss_departed, v.loss_checked, v.loss_runs = arm.state, arm.departed, arm.checked, len(runs)
     v.loss_spread, v.loss_tolerance = arm.spread, arm.tolerance
     w = arm.worst

@@ -139,6 +139,7 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         ev.train_iters = ev.train_iters if fs.train_iters is None else max(ev.train_iters or 0, fs.train_iters)
         ev.training_started |= fs.training_started
         ev.seed = fs.seed if ev.seed is None else ev.seed
+        ev.seed = fs.config_seed if ev.seed is None else ev.seed
         ev.start_iteration = max(ev.start_iteration, fs.start_iteration) if fs.training_started else ev.start_iteration
         if fs.capture_marker and ev.capture_marker is None:
             ev.capture_marker, ev.capture_iteration = fs.capture_marker, fs.capture_iteration

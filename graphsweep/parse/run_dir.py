@@ -27,6 +27,8 @@ def parse_run_dir(run_dir: Path, iterations_out: Path, summary_out: Path) -> Run
         return parse_pair_dir(run_dir, run, info, iterations_out, summary_out)
     arm = GRAPH if run["arm"] == GRAPH else EAGER
     parsed = parse_run(run_dir_logs(run_dir), arm=arm, warmup=int(run["warmup"]), run_info=info, run_id=run["run_id"])
+    if parsed.summary.seed is None and info.get("seed") is not None:  # an ingest spec's source.seed
+        parsed.summary.seed = int(info["seed"])
     write_table(parsed.iterations, iterations_out, "iterations")
     summary = summary_to_dict(parsed.summary)
     tmp = summary_out.with_suffix(".tmp")

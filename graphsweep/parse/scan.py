@@ -37,7 +37,7 @@ _MARKER_NEEDLES: tuple[bytes, ...] = (
     lf.MEM_NEEDLE, lf.STEP_NEEDLE, b"Starting training loop", lf.TRAIN_START_MLM, b"after training is done",
     b"graphable layers", b"CUDA Graphs capture", b"CUDA graph capture done", b"Capture CUDA graph", b"cuda graph(s) in",
     b"CUDA graphs", b"[graphsweep]", b"done with setup", b"time to initialize megatron", b"no samples left",
-    lf.FRAME_NEEDLE, lf.SEED_NEEDLE,
+    lf.FRAME_NEEDLE, lf.SEED_NEEDLE, lf.RNG_SECTION, b"seed: ",
 )
 
 _PREFILTER_NEEDLES: tuple[bytes, ...] = (lf.ITER_NEEDLE,) + _MARKER_NEEDLES + sg.ERROR_ANCHORS
@@ -76,6 +76,8 @@ class FileScan:
     start_iteration: int = 0
     setup_done: bool = False
     seed: int | None = None  # from Megatron's "> setting random seeds to N ..."
+    config_seed: int | None = None  # from Bridge's configuration summary ([rng] seed), when the line above is missing
+    rng_section_line: int = -(10**9)
     capture_state: str = "none"
     capture_iteration: int | None = None
     capture_marker: str | None = None
@@ -165,6 +167,11 @@ def _handle_line(fs: FileScan, raw: bytes, lineno: int) -> None:
         _frame(fs, raw, lineno)
     if fs.seed is None and lf.SEED_NEEDLE in raw and (m := lf.SEED_LINE.search(raw)):
         fs.seed = int(m.group(1))
+    if raw.rstrip().endswith(lf.RNG_SECTION):
+        fs.rng_section_line = lineno
+    elif fs.config_seed is None and 0 < lineno - fs.rng_section_line <= lf.RNG_SECTION_LINES \
+            and (m := lf.RNG_SEED.search(raw)):
+        fs.config_seed = int(m.group(1))
     for anchor in sg.ERROR_ANCHORS:
         if anchor in raw:
             _signatures(fs, raw, lineno)

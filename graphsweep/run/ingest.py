@@ -59,6 +59,7 @@ class LogMap:
     facts: dict[str, dict[str, str]]  # run id -> prov_* column -> value taken from the file name
     ignored: list[str]  # files that do not match the pattern
     excluded: list[str]  # files of shapes the spec excludes
+    seed: int | None = None  # source.seed: the training seed of the logs that print none
 
     def input_files(self, wildcards: Any) -> list[str]:
         """Snakemake input function of rules/ingest.smk: the files of wildcards.run_id."""
@@ -149,7 +150,7 @@ def match_files(spec: Spec) -> LogMap:
     if problems:
         hint = f" ({len(ignored)} file(s) did not match the pattern, e.g. {ignored[0]})" if ignored else ""
         raise IngestError(f"{spec.path}: source.logs = {str(src.folder)!r}:\n  - " + "\n  - ".join(problems) + hint)
-    return LogMap(files, facts, ignored, excluded)
+    return LogMap(files, facts, ignored, excluded, src.seed)
 
 
 def _utc(ts: float) -> str:
@@ -162,8 +163,10 @@ def _set(d: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     d[path[-1]] = value
 
 
-def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The run folder of an ingested run: log.txt (+ ranks/NNN.log for further files) and run.json."""
+def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str, str] | None = None,
+              seed: int | None = None) -> dict[str, Any]:
+    """The run folder of an ingested run: log.txt (+ ranks/NNN.log for further files) and run.json (with the spec's
+    source.seed, which the parser takes where the log states no seed)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / "ranks").is_dir():
         shutil.rmtree(run_dir / "ranks")
@@ -190,6 +193,7 @@ def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str,
         "gpu_seconds": None,
         "source_files": [{"path": str(f.resolve()), "sha256": sha256_file(f), "bytes": s.st_size} for f, s in zip(files, stats)],
         "provenance": prov,
+        "seed": seed,
     }
     tmp = run_dir / "run.json.tmp"
     tmp.write_text(json.dumps(record, indent=1) + "\n")

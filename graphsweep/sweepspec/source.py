@@ -21,6 +21,7 @@ class Source:
     folder: Path
     pattern: re.Pattern[str]
     eager: str = EAGER
+    seed: int | None = None  # the training seed of the logs that print none (loss parity compares runs of one seed)
 
 
 def _folder(raw: Mapping[str, Any], spec_path: str | Path) -> Path:
@@ -67,4 +68,4 @@ def source_of(raw: Mapping[str, Any], spec_path: str | Path) -> Source | None:
     src = raw.get("source")
     if not src:
         return None
-    return Source(_folder(raw, spec_path), re.compile(src["pattern"]), str(src.get("eager", EAGER)))
+    return Source(_folder(raw, spec_path), re.compile(src["pattern"]), str(src.get("eager", EAGER)), src.get("seed"))
