@@ -1,7 +1,7 @@
 """Print the verdict and cost tables of the committed H200 example sweeps (results/examples/), as docs/results-h200.md
 quotes them: every figure there comes from this command (after tools/rederive_examples.sh).
 
-    .venv/bin/python benchmarks/examples_table.py                  # all three sweeps
+    .venv/bin/python benchmarks/examples_table.py                  # all four sweeps
     .venv/bin/python benchmarks/examples_table.py h200-builtin
     .venv/bin/python benchmarks/examples_table.py --results /tmp/rx  # a re-derivation elsewhere
 """
@@ -18,7 +18,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "results" / "examples"
-SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe")
+SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense")
 
 
 def _f(x: object, spec: str) -> str:
@@ -86,6 +86,31 @@ def loss_drift(sweep: str) -> str:
         "; leaving it: " + "; ".join(out) if out else "")
 
 
+def launch(sweep: str) -> str:
+    """Per shape: how busy the GPU is during an eager step (measured in the eager training processes), the ceiling
+    eager step / busy, and the best speedup a graph variant measured against it (a graph at or below the ceiling)."""
+    cmp = pd.read_parquet(EXAMPLES / sweep / "comparison.parquet")
+    if "graph_ceiling" not in cmp.columns or cmp.graph_ceiling.isna().all():
+        return "launch-bound: not measured (these logs predate the GPU-busy diagnostic, 2026-12-01 evening)"
+    runs = pd.read_parquet(EXAMPLES / sweep / "runs.parquet")
+    lines = ["| shape | eager ms | GPU busy ms (runs) | busy share | ceiling | best graph measured | at or below the ceiling |",
+             "|---|---|---|---|---|---|---|"]
+    for sid, cells in cmp[cmp.variant != "aa"].groupby("shape_id", sort=False):
+        c = cells.dropna(subset=["graph_ceiling"])
+        if not len(c):
+            continue
+        first = c.iloc[0]
+        busy = runs[(runs.shape_id == sid) & runs.gpu_busy_ms.notna()].gpu_busy_ms
+        timed = cells.dropna(subset=["speedup"])
+        best = timed.loc[timed.speedup.idxmax()] if len(timed) else None
+        best_text = f"{best.speedup:.2f}x [{best.ci_low:.2f}, {best.ci_high:.2f}] ({best.variant})" if best is not None else "—"
+        within = "—" if best is None else ("yes" if best.speedup <= first.graph_ceiling else
+                                           f"no: {best.speedup / first.graph_ceiling:.2f}x of it")
+        lines.append(f"| {sid} | {first.eager_step_ms:.2f} | {first.eager_gpu_busy_ms:.2f} ({busy.min():.2f}-{busy.max():.2f}) | "
+                     f"{first.gpu_busy_share:.0%} | {first.graph_ceiling:.2f}x | {best_text} | {within} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     global EXAMPLES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -94,7 +119,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     EXAMPLES = args.results
     for sweep in args.sweeps:
-        print(f"## {sweep}\n\n{runs(sweep)}\n{loss_drift(sweep)}\n\n{verdicts(sweep)}\n")
+        print(f"## {sweep}\n\n{runs(sweep)}\n{loss_drift(sweep)}\n\n{verdicts(sweep)}\n\n{launch(sweep)}\n")
     return 0
 
 

@@ -22,7 +22,8 @@ from tests.conftest import ROOT, copy_workflow, snakemake
 pytestmark = pytest.mark.slow
 
 EXAMPLES = ROOT / "results" / "examples"
-SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe")
+SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense")
+MEASURED_BUSY = ("h200-builtin", "megatron-1b-dense")  # ran with the eager arm's GPU-busy diagnostic
 VERDICT_COLUMNS = ["cell_id", "verdict", "speedup", "ci_low", "ci_high", "n_eager", "n_graph", "loss_parity",
                    "mem_metric", "mem_delta_gb", "rule_id"]  # fmt: skip
 
@@ -59,6 +60,7 @@ def test_builtin_h200_sweep_says_what_the_gpu_did() -> None:
     launch = "h256-nh4-l4-s128-mb1-b444f4"
     assert cmp.loc[f"{launch}.full_iteration", "verdict"] == "speedup"  # launch-bound: the graph removes launches
     assert cmp.loc[f"{launch}.full_iteration", "ci_low"] > 5
+    assert cmp.loc[f"{launch}.full_iteration", "gpu_busy_share"] < 0.15  # and it says why: the GPU idles
     assert cmp.loc["h4096-nh32-l4-s2048-mb4-cfca67.full_iteration", "verdict"] == "slowdown"  # compute-bound
     capped = cmp[cmp.index.str.startswith("h1024-nh16-l8-s512-mb2-memfrac")]
     assert set(capped.verdict) == {"speedup", "oom"}  # scoped graphs do not fit under the cap; full_iteration does
@@ -132,4 +134,44 @@ def test_the_dense_specs_earlier_sweep_gives_what_the_docs_quote(tmp_path: Path)
     doc = (ROOT / "docs" / "results-h200.md").read_text() + (ROOT / "benchmarks/data/h200-dense-sweep-a/README.md").read_text()
     for r in cmp.itertuples():
         assert f"{r.speedup:.2f}x [{r.ci_low:.2f}, {r.ci_high:.2f}]" in doc, r.Index
+    assert (cmp.loss_parity == "ok").all()
+
+
+@pytest.mark.parametrize("sweep", MEASURED_BUSY)
+def test_every_eager_run_measured_its_gpu_and_no_graph_beat_the_ceiling(sweep: str) -> None:
+    """The launch-boundness diagnostic on the real runs: every eager and A/A run printed its GPU-busy line, and every
+    graph cell's median speedup sits at or below its shape's ceiling (eager step / GPU busy)."""
+    runs = pd.read_parquet(EXAMPLES / sweep / "runs.parquet")
+    eager = runs[runs.variant.isin(["eager", "aa"])]
+    assert eager.gpu_busy_ms.notna().all() and (eager.gpu_busy_share.between(0, 1)).all()
+    assert runs[~runs.variant.isin(["eager", "aa"])].gpu_busy_ms.isna().all()  # graph arms are not profiled
+    cmp = pd.read_parquet(EXAMPLES / sweep / "comparison.parquet").dropna(subset=["speedup"])
+    graph = cmp[cmp.variant != "aa"]
+    assert len(graph) and (graph.speedup <= graph.graph_ceiling).all()
+    for busy in runs.groupby("shape_id").gpu_busy_ms:  # the GPU's work per step is stable across jobs
+        b = busy[1].dropna()
+        assert b.max() / b.min() < 1.03
+
+
+def test_production_sized_example_says_how_launch_bound_it_is() -> None:
+    cmp = pd.read_parquet(EXAMPLES / "megatron-1b-dense" / "comparison.parquet").set_index("cell_id")
+    short, long = cmp.loc["s512-ca7740.full_iteration"], cmp.loc["s4096-3eeebf.full_iteration"]
+    assert short.verdict == long.verdict == "speedup"
+    assert short.gpu_busy_share < 0.25 < long.gpu_busy_share < 0.7  # host-bound at both lengths, less so at 4096
+    assert short.graph_ceiling > long.graph_ceiling > 1.5
+    assert (cmp[cmp.variant == "aa"].verdict.isin(["neutral", "inconclusive"])).all()  # the A/A cells
+    report = (EXAMPLES / "megatron-1b-dense" / "report.md").read_text()
+    assert "the GPU is busy 18% of an eager step" in report and "a graph can win up to 5.68x" in report
+    assert "its loss could only be checked to within" in report  # seq 4096's eager runs are not reproducible
+
+
+def test_the_builtin_specs_earlier_sweep_gives_what_the_docs_quote(tmp_path: Path) -> None:
+    """benchmarks/data/h200-builtin-sweep-a: the same spec on another H200 at 69d3e3c (docs/results-h200.md)."""
+    out = rederive(tmp_path, "h200-builtin", ROOT / "benchmarks" / "data" / "h200-builtin-sweep-a" / "runs")
+    cmp = pd.read_parquet(out / "comparison.parquet").dropna(subset=["speedup"]).set_index("cell_id")
+    doc = (ROOT / "docs" / "results-h200.md").read_text()
+    for cell in ("h256-nh4-l4-s128-mb1-b444f4.full_iteration", "h256-nh4-l4-s128-mb1-b444f4.attn+mlp",
+                 "h4096-nh32-l4-s2048-mb4-cfca67.full_iteration", "h1024-nh16-l8-s512-mb2-memfrac0.0113-6c9bec.full_iteration"):
+        r = cmp.loc[cell]
+        assert f"{r.speedup:.2f}x [{r.ci_low:.2f}, {r.ci_high:.2f}]" in doc, cell
     assert (cmp.loss_parity == "ok").all()

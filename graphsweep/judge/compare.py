@@ -217,8 +217,8 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
             rows.append(row)
             continue
         control = first.arm == CONTROL or first.impl == NO_GRAPH
-        reference = None if control or not len(runs) else \
-            runs[(runs.shape_id == first.shape_id) & (runs.arm == CONTROL)]  # the A/A runs: eager too
+        aa_ids = plan[(plan.shape_id == first.shape_id) & (plan.arm == CONTROL)].run_id  # the A/A runs: eager too
+        reference = None if control or not len(runs) else runs[runs.run_id.isin(aa_ids)]
         v = judge_runs(eager_runs, graph_runs, by_run, seeds, margin=margin, alpha=alpha_of(cell_id, adaptive, extra),
                        paired=paired and bool(len(pair_jobs)), control=control, reference_runs=reference)
         row.update(asdict(v))

@@ -19,7 +19,7 @@ from graphsweep.judge import interval as iv
 from graphsweep.judge import parity as lp
 from graphsweep.judge import verdict as stats
 from graphsweep.store.tables import PLAN_COLUMNS, read_table
-from graphsweep.vocab import AA, BLOCKED, EAGER, NOT_COMPARABLE, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, VERDICTS
+from graphsweep.vocab import AA, BLOCKED, EAGER, INVALID, NOT_COMPARABLE, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, VERDICTS
 
 # Verdicts are counted and listed in vocabulary order (results first); not-comparable only when a cell has it
 VERDICT_ORDER = tuple(v for v in VERDICTS if v != NOT_COMPARABLE)
@@ -219,6 +219,7 @@ class Summary:
     parity_worst: float | None = None  # largest loss divergence / tolerance among cells that passed
     aa_parity: dict[str, int] = field(default_factory=dict)  # loss parity state -> A/A control cells
     gated: list[str] = field(default_factory=list)  # cells the family gate (BH q >= alpha) made inconclusive
+    wide_parity: str = ""  # shapes whose eager runs' own spread widens the parity tolerance beyond the floor, in words
 
 
 def summarize(t: SweepTables) -> Summary:
@@ -232,8 +233,9 @@ def summarize(t: SweepTables) -> Summary:
     timed = main[main.verdict.isin(TIMING_VERDICTS)] if len(main) else main
     thin = [r.cell_id for _, r in timed.iterrows() if flag(r.get("thin"))]
     limited = [r.cell_id for _, r in timed.iterrows() if flag(r.get("resolution_limited"))]
-    states = main["loss_parity"].dropna() if "loss_parity" in main.columns else pd.Series(dtype=str)
-    ok = main[main["loss_parity"] == lp.PARITY_OK] if "loss_parity" in main.columns else main.iloc[:0]
+    judged = main[main.verdict.isin((*TIMING_VERDICTS, INVALID))] if len(main) else main  # cells a loss decides
+    states = judged["loss_parity"].dropna() if "loss_parity" in judged.columns else pd.Series(dtype=str)
+    ok = judged[judged["loss_parity"] == lp.PARITY_OK] if "loss_parity" in judged.columns else main.iloc[:0]
     worst = [as_number(x) for x in ok.get("loss_worst_excess", [])]
     worst = [x for x in worst if x is not None]
     q = main.get("q_value", pd.Series(dtype=float))
@@ -246,9 +248,15 @@ def summarize(t: SweepTables) -> Summary:
     n_runs = int((t.plan.status != BLOCKED).sum()) if "status" in t.plan.columns else len(t.plan)
     aa_states = ctrl["loss_parity"].dropna() if "loss_parity" in ctrl.columns else pd.Series(dtype=str)
     gated = [r.cell_id for _, r in main.iterrows() if flag(r.get("family_gated"))]
+    wide = {}
+    for _, r in main.iterrows():
+        tol = as_number(r.get("loss_tolerance"))
+        if tol is not None and tol > lp.LOSS_FLOOR * 1.0001:
+            wide[str(r.shape_id)] = max(wide.get(str(r.shape_id), 0.0), tol)
+    wide_text = "; ".join(f"shape {sid}: tolerance {tol:.1e}" for sid, tol in wide.items())
     return Summary(counts, len(main), n_runs, len(ctrl), aa_fp, aa_judged, thin, limited, bh_m, fragile,
                    {k: int(v) for k, v in states.value_counts().items()}, max(worst) if worst else None,
-                   {k: int(v) for k, v in aa_states.value_counts().items()}, gated)
+                   {k: int(v) for k, v in aa_states.value_counts().items()}, gated, wide_text)
 
 
 def headroom(t: SweepTables, row: pd.Series) -> float | None:

@@ -199,6 +199,11 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
         if flag(ch.get("thin")):
             out.append(f"an arm had fewer than {iv.MIN_OWN_JOBS} jobs: the interval rests on the spread allowance; "
                        "more repeats would narrow it")
+        tol = as_number(ch.get("loss_tolerance"))
+        if tol is not None and tol > 2 * lp.LOSS_FLOOR:
+            out.append(f"its loss could only be checked to within {tol:.0%}: this shape's eager runs differ by "
+                       f"{as_number(ch.get('loss_spread')) or 0:.0%} among themselves (docs/statistics.md \"Loss "
+                       "parity\"); check the graph's numerics on a reproducible run before relying on them")
     elif not rec.baseline_failed and rec.cells:
         out.append("no variant is decided faster with the eager model's loss")
     if launch := launch_line(rec):

@@ -224,6 +224,7 @@ def caveats(t: SweepTables, s: Summary) -> list[str]:
             f"when the median of its relative difference from some iteration on (at least {lp.MIN_TAIL} iterations) "
             f"exceeds max({lp.LOSS_FLOOR:g}, {lp.SPREAD_FACTOR:g} x the eager runs' own); a NaN/Inf loss always "
             "does. Parity cannot tell a graph apart from the model's own non-determinism below that tolerance."
+            + (f" Here the model's own spread widens it: {s.wide_parity}." if s.wide_parity else "")
         )
     out.append(f"Memory: {memory_figure(t)}, median across runs; Δ = graph − eager (docs/tables.md `mem_metric`).")
     return out
