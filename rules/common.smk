@@ -10,7 +10,7 @@ from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
 from graphsweep.plan.planner import plan_sweep, submitted, write_plan
 from graphsweep.plan.repeats import RepeatsError, apply_extra
 from graphsweep.run.controller import end_of_sweep, hold, holder, how_to_resume, release
-from graphsweep.run.ingest import IngestError, match_files
+from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.smk import config_problem, logging_to
 from graphsweep.vocab import SpecError, SweepPaths

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from graphsweep.run.ingest import IngestError, match_files
+from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import SpecError
 
@@ -32,10 +32,12 @@ def run(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
         if "source" not in spec.raw:
             raise IngestError(f"{args.spec}: no source block: nothing to ingest (graphsweep ingest needs source.logs)")
-        match_files(spec)
+        logmap = match_files(spec)
     except (SpecError, IngestError) as exc:
         print(f"graphsweep ingest: {exc}", file=sys.stderr)
         return 2
+    if note := unseeded_note(logmap, args.spec):  # never silent: the report would show unverified speedups
+        print(f"graphsweep ingest: warning: {note}", file=sys.stderr)
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO),
            "--cores", str(args.cores), "--config", f"spec={Path(args.spec).resolve()}",
            f"results={Path(args.results).resolve()}"]

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from graphsweep.commands import console as _console
 from graphsweep.commands import fail, plain
+from graphsweep.judge import prose
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.controller import process_alive
 from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, latest_iteration, sacct
@@ -125,6 +126,9 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
                 detail += f"; cell verdict {verdicts[cell_id]}"
             elif arm == EAGER:
                 detail += "; baseline"
+                if summary.get("graph_ceiling"):  # the launch-boundness diagnostic, before any graph arm ran
+                    detail += (f"; GPU busy {summary['gpu_busy_share']:.0%} of its step: a graph can win up to "
+                               f"{summary['graph_ceiling']:.2f}x")
             statuses.append(RunStatus(run_id, cell_id, arm_label, "done", detail, str(run.get("job_id", ""))))
         elif run_id in sides:
             side = sides[run_id]
@@ -191,6 +195,24 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     counts = {state: sum(s.state == state for s in statuses) for state in ORDER}
     console.print(", ".join(f"{n} {state}" for state, n in counts.items() if n) or "no runs")
+    for line in launch_lines(paths, _plan(paths, spec)):
+        console.print(plain(line), soft_wrap=True)
     if note:
         console.print(Text(note, style="red"))
     return 0
+
+
+def launch_lines(paths: SweepPaths, plan: pd.DataFrame) -> list[str]:
+    """Per shape, from its finished eager runs alone: how busy the GPU is and what a graph can still win (known as
+    soon as the eager arm ran, before any graph arm did)."""
+    out = []
+    for shape_id, rows in plan[plan.arm == EAGER].groupby("shape_id", sort=False):
+        found = [_read_json(paths.run_summary(r)) or {} for r in rows.run_id]
+        busy = [f["gpu_busy_ms"] for f in found if f.get("gpu_busy_ms") and f.get("step_ms_median")]
+        step = [f["step_ms_median"] for f in found if f.get("gpu_busy_ms") and f.get("step_ms_median")]
+        if busy:
+            b, e = float(pd.Series(busy).median()), float(pd.Series(step).median())
+            row = {"gpu_busy_share": min(1.0, b / e), "graph_ceiling": max(1.0, e / b), "eager_gpu_busy_ms": b,
+                   "eager_step_ms": e}
+            out.append(f"shape {shape_id} ({len(busy)} eager run(s)): {prose.launch(row)}")
+    return out

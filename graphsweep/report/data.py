@@ -226,9 +226,7 @@ def summarize(t: SweepTables) -> Summary:
     c = t.comparison
     main = c[c.variant != AA] if len(c) else c
     ctrl = c[c.variant == AA] if len(c) else c
-    counts = {v: int((main.verdict == v).sum()) for v in VERDICT_ORDER} if len(main) else {}
-    for v in main.verdict.unique() if len(main) else []:
-        counts.setdefault(v, int((main.verdict == v).sum()))
+    counts, _ = stats.cell_counts(list(c.verdict), list(c.variant)) if len(c) else ({}, 0)  # as the end-of-sweep line
     aa_fp, aa_judged, _ = stats.aa_false_positive_rate(list(ctrl.verdict) if len(ctrl) else [])
     timed = main[main.verdict.isin(TIMING_VERDICTS)] if len(main) else main
     thin = [r.cell_id for _, r in timed.iterrows() if flag(r.get("thin"))]

@@ -20,13 +20,13 @@ import os
 import shlex
 import socket
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 
-from graphsweep.vocab import VERDICTS, SweepPaths
+from graphsweep.judge.verdict import cell_counts
+from graphsweep.vocab import SweepPaths
 
 
 def _stat(pid: int) -> list[str]:
@@ -113,26 +113,26 @@ def release(paths: SweepPaths) -> None:
             pass
 
 
-def verdict_counts(paths: SweepPaths) -> dict[str, int]:
-    """Cells per verdict in report order (comparison.parquet); empty when there is no comparison yet."""
+def verdict_counts(paths: SweepPaths) -> tuple[dict[str, int], int]:
+    """(cells per verdict in report order, A/A control cells) of comparison.parquet, counted as the report counts
+    them (judge/verdict.py cell_counts); ({}, 0) when there is no comparison yet."""
     try:
-        verdicts = pd.read_parquet(paths.comparison, columns=["verdict"]).verdict
+        cmp = pd.read_parquet(paths.comparison, columns=["verdict", "variant"])
     except (OSError, ValueError, KeyError):
-        return {}
-    counts = Counter(map(str, verdicts))
-    order = [v for v in VERDICTS if v in counts] + sorted(set(counts) - set(VERDICTS))
-    return {v: counts[v] for v in order}
+        return {}, 0
+    return cell_counts(list(cmp.verdict), list(cmp.variant))
 
 
 def end_of_sweep(paths: SweepPaths) -> str:
     """What the sweep found, in two lines: the verdict counts and where the report is."""
-    counts = verdict_counts(paths)
-    if not counts:
+    counts, control = verdict_counts(paths)
+    if not counts and not control:
         return f"graphsweep: sweep '{paths.sweep}' finished; no comparison yet ({paths.comparison} is missing)"
     total = sum(counts.values())
-    found = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    found = ", ".join(f"{n} {verdict}" for verdict, n in counts.items()) or "none"
+    aa = f" (and {control} A/A control cell{'s' if control != 1 else ''})" if control else ""
     report = paths.report_html.resolve() if paths.report_html.exists() else paths.report_html
-    return f"graphsweep: sweep '{paths.sweep}' done: {total} cells: {found}\ngraphsweep: report: {report}"
+    return f"graphsweep: sweep '{paths.sweep}' done: {total} cells: {found}{aa}\ngraphsweep: report: {report}"
 
 
 def resume_command(argv: Sequence[str] | None = None, cwd: str | None = None) -> str:

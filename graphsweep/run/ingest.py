@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from graphsweep import logformat as lf
 from graphsweep import provenance
 from graphsweep.sweepspec.source import group_name, source_of
 from graphsweep.sweepspec.sweep import Spec
@@ -65,9 +66,30 @@ class LogMap:
         """Snakemake input function of rules/ingest.smk: the files of wildcards.run_id."""
         return [str(p) for p in self.files[wildcards.run_id]]
 
+    def unseeded(self) -> list[str]:
+        """Runs whose logs state no training seed (Megatron's seed line or Bridge's [rng] summary) and that the
+        spec gives none (source.seed): their loss parity cannot be checked, and a speedup of theirs is unverified."""
+        if self.seed is not None:
+            return []
+        return [rid for rid, files in self.files.items() if not any(_states_seed(f) for f in files)]
+
     def facts_of(self, wildcards: Any) -> dict[str, str]:
         """What the file names say about the environment (prov_* groups of source.pattern)."""
         return dict(self.facts.get(wildcards.run_id, {}))
+
+
+def _states_seed(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return any(lf.SEED_NEEDLE in line or lf.RNG_SECTION in line for line in f)
+
+
+def unseeded_note(logmap: LogMap, spec_path: str | Path) -> str | None:
+    """The one line that says which runs' loss parity cannot be checked, and how to fix it (None: all seeded)."""
+    missing = logmap.unseeded()
+    if not missing:
+        return None
+    return (f"{spec_path}: {len(missing)} of {len(logmap.files)} runs' logs state no training seed (e.g. {missing[0]}): "
+            "their loss parity is unchecked and a speedup of theirs reads unverified; set source.seed in the spec")
 
 
 def match_files(spec: Spec) -> LogMap:
