@@ -3,10 +3,12 @@
     python benchmarks/pipeline_overhead.py results/default                # the default sweep, here on the CPU
     python benchmarks/pipeline_overhead.py results/examples/h200-builtin  # the H200 sweep (issue 8), once it ran
 
-Per run (run.json, iterations.parquet): time from submission to the job's start (submitit, queue), the job's
-wall time, the training loop (the sum of the logged iteration times) and so the job's startup (interpreter,
-imports, model build, and the process wrapper), and the time graphsweep's parser takes on the log (measured
-here, now). Prints medians and totals; GPU-side time is the training loop's.
+Per run (run.json, summary.json, iterations.parquet): time from submission to the job's start (submitit, queue), the
+job's wall time, the training loop (the sum of the logged iteration times), the rest of the job (job - loop) and
+how it splits into start-up (interpreter, imports, model build, the process wrapper: to the first iteration's time
+stamp) and teardown (graphsweep.store.timeparts, the runs.parquet time_* columns), and the time graphsweep's parser
+takes on the log (measured here, now). Prints medians and totals; GPU-side time is the training loop's. Then,
+from runs.parquet, where the sweep's GPU-hours went (the report's section of that name).
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
+from graphsweep.report.gpu_time import gpu_time, render_markdown
+from graphsweep.store.tables import read_table
+from graphsweep.store.timeparts import folder_parts, time_parts
 
 
 def _utc(text: str | None) -> datetime | None:
@@ -29,7 +35,10 @@ def _utc(text: str | None) -> datetime | None:
 
 
 def run_costs(run_dir: Path) -> dict[str, float] | None:
-    """One run's times in seconds, or None when it never ran (blocked by preflight)."""
+    """One job's times in seconds, or None when it never ran (blocked by preflight). Where its wall time went is
+    graphsweep.store.timeparts's (the runs.parquet time_* columns): from the folder's parse output (a pair job: its
+    two arms summed), or for a folder the workflow did not parse (a run kept as a rule's evidence) from the log
+    parsed here."""
     meta_path = run_dir / "run.json"
     if not meta_path.exists():
         return None
@@ -37,17 +46,26 @@ def run_costs(run_dir: Path) -> dict[str, float] | None:
     submitted, start, end = (_utc(meta.get(k)) for k in ("submitted_utc", "start_utc", "end_utc"))
     if start is None or end is None:
         return None
-    iters = run_dir / "iterations.parquet"
-    train_s = float(pd.read_parquet(iters, columns=["elapsed_ms"]).elapsed_ms.sum()) / 1e3 if iters.exists() else 0.0
     t0 = time.perf_counter()
-    parse_run([run_dir / "log.txt"], arm="eager" if meta["run_id"].split(".")[1] == "eager" else "graph")
+    arm = "eager" if meta["run_id"].split(".")[1] == "eager" else "graph"
+    parsed = parse_run([run_dir / "log.txt"], arm=arm, run_id=meta["run_id"])
     parse_s = time.perf_counter() - t0
-    job_s = float(meta.get("wall_s") or (end - start).total_seconds())
+    if (run_dir / "summary.json").exists():
+        parts = list(folder_parts(run_dir).values())
+    else:
+        parts = [time_parts({**meta, **summary_to_dict(parsed.summary)}, parsed.iterations, run_dir)]
+
+    def total(name: str) -> float:
+        values = [getattr(p, name) for p in parts]
+        return float("nan") if any(v is None for v in values) else float(sum(values))
+
     return {
         "submit_to_start_s": (start - submitted).total_seconds() if submitted else float("nan"),
-        "job_s": job_s,
-        "train_loop_s": train_s,
-        "startup_s": max(job_s - train_s, 0.0),
+        "job_s": float(meta.get("wall_s") or (end - start).total_seconds()),
+        "train_loop_s": sum(total(k) for k in ("warmup", "steady", "after")),
+        "outside_loop_s": total("outside"),  # job - loop: start-up + teardown
+        "startup_s": total("startup"),
+        "teardown_s": total("teardown"),
         "parse_s": parse_s,
     }
 
@@ -69,10 +87,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {col:<18} median {statistics.median(s):8.3f} s   total {s.sum():9.2f} s")
     if trained:
         t = pd.DataFrame(trained.values())
-        overhead = t.job_s - t.train_loop_s + t.parse_s + t.submit_to_start_s.fillna(0)
+        overhead = t.outside_loop_s + t.parse_s + t.submit_to_start_s.fillna(0)
         ratio = overhead / t.train_loop_s
-        print(f"  per run with iterations: pipeline + startup {overhead.median():.2f} s against a "
+        print(f"  per run with iterations: pipeline + start-up + teardown {overhead.median():.2f} s against a "
               f"training loop of {t.train_loop_s.median():.2f} s (median ratio {ratio.median():.2f}x)")
+    if (args.sweep_dir / "runs.parquet").exists():  # the sweep's breakdown, as its report has it
+        print("\n".join(render_markdown(gpu_time(read_table(args.sweep_dir / "runs.parquet", "runs")))))
     return 0
 
 

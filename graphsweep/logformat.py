@@ -186,6 +186,10 @@ _F = rb"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf))"
 ITER_NEEDLE = b"elapsed time per iteration"
 ITER_HEAD = re.compile(rb"iteration\s+(\d+)/\s*(\d+)\s*\|")
 ELAPSED = re.compile(rb"elapsed time per iteration \(ms\):\s*" + _F)
+# When an iteration line was printed, on the training process's local clock: Bridge 0.6.2
+# training/utils/train_utils.py L1173 `f" [{datetime.now().strftime('%Y-%m-%d %H:%M:%S')}]"` (whole seconds; the
+# builtin's `now()` above too), MCore 0.19.2 training/training.py L2844 the same with `.%f` (graphsweep/store/timeparts.py)
+ITER_STAMP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\] iteration\s+(\d+)/")
 
 
 def decimals(number: bytes) -> int | None:

@@ -17,6 +17,7 @@ import pytest
 
 from graphsweep import provenance
 from graphsweep.parse.run import parse_run
+from graphsweep.store.tables import RUN_TIME_COLUMNS
 from tests.conftest import ROOT, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
@@ -49,6 +50,9 @@ def test_the_committed_verdicts_come_back_from_the_real_logs(tmp_path: Path, swe
     kept = pd.read_parquet(EXAMPLES / sweep / "comparison.parquet")[VERDICT_COLUMNS].set_index("cell_id").sort_index()
     pd.testing.assert_frame_equal(fresh, kept, check_exact=False, rtol=1e-9)
     runs = pd.read_parquet(out / "runs.parquet")
+    parts = runs.set_index("run_id").sort_index()[RUN_TIME_COLUMNS]  # where each run's wall time went
+    pd.testing.assert_frame_equal(parts, pd.read_parquet(EXAMPLES / sweep / "runs.parquet").set_index("run_id")
+                                  .sort_index()[RUN_TIME_COLUMNS])  # fmt: skip
     assert set(runs.prov_gpu_name.dropna()) == {"NVIDIA H200"}  # every run says where it ran
     judged = pd.read_parquet(out / "comparison.parquet").query("verdict != 'blocked'")
     assert (judged.gpu_names == "NVIDIA H200").all()  # and so does every verdict

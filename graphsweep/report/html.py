@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from graphsweep import __version__
 from graphsweep.vocab import BLOCKED, TIMING_VERDICTS, VERDICT_COLORS
 from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, as_number, flag, headroom, id_list, is_control
-from graphsweep.report import recommend
+from graphsweep.report import gpu_time, recommend
 from graphsweep.report.plots import TRACE_CAP, cell_anchor, heatmaps_html, memory_svg, shape_grid_html, speedup_bars_svg, traces_svg
 from graphsweep.report.shapes import full_grid, shape_axes, varying_axes
 from graphsweep.report.text import (
@@ -221,6 +221,7 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
         costs_table_html(cost),
         '<p class="note">A cell is charged its graph runs plus an equal share of its shape\'s eager runs. '
         "GPU-seconds = GPUs × wall time of the job.</p>",
+        gpu_time.render_html(gpu_time.gpu_time(t.runs)),
     ]
     if mem:
         parts += [

@@ -7,7 +7,7 @@ from typing import Any
 
 from graphsweep.judge import interval as iv
 from graphsweep.vocab import SLOWDOWN, SPEEDUP, TIMING_VERDICTS
-from graphsweep.report import recommend
+from graphsweep.report import gpu_time, recommend
 from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, flag, is_control
 from graphsweep.report.text import caveats, cost_sentence, display_reason, level, fmt_number, fmt_q, fmt_speedup, fmt_value, md_escape, truncate
 
@@ -46,6 +46,7 @@ def render_markdown(t: SweepTables, cost: Cost, s: Summary) -> str:
             if v in cost.per_verdict_gpu_h
         )  # fmt: skip
         out += [f"Per verdict (graph runs + the cell's share of its shape's eager runs): {per}.", ""]
+    out += gpu_time.render_markdown(gpu_time.gpu_time(t.runs))
     out += ["**Read with care**", ""]
     out += [f"- {c}" for c in caveats(t, s)]
     out.append("")

@@ -10,6 +10,7 @@ import pandas as pd
 
 from graphsweep import provenance
 from graphsweep.store.tables import read_table, write_table
+from graphsweep.store.timeparts import time_columns
 from graphsweep.vocab import EAGER, PAIR, run_dir_logs
 
 
@@ -58,11 +59,9 @@ def aggregate(plan_path: Path, run_dirs: Sequence[Path], runs_out: Path, iterati
     for run_dir in run_dirs:
         run_id = run_dir.name
         plan_row = plan.loc[run_id].to_dict()
-        if plan_row.get("arm") == PAIR:
-            rows += pair_rows(plan_row, run_dir)
-        else:
-            rows.append(run_row(plan_row, run_dir))
+        new = pair_rows(plan_row, run_dir) if plan_row.get("arm") == PAIR else [run_row(plan_row, run_dir)]
         it = pd.read_parquet(run_dir / "iterations.parquet")
+        rows += [{**row, **time_columns(row, it, run_dir)} for row in new]  # where its wall time went
         if len(it):
             frames.append(it)
     runs = pd.DataFrame(rows)

@@ -22,8 +22,8 @@ from graphsweep import __version__, provenance
 # gains elapsed_resolution_ms and seed; 4 = comparison judges loss parity on the trajectory (loss_level,
 # loss_departed, loss_checked, loss_runs, loss_spread), gates decided verdicts on the sweep's BH q (family_gated),
 # has the verdict `unverified` and the eager arm's launch-boundness (eager_gpu_busy_ms, gpu_busy_share,
-# graph_ceiling); runs gains gpu_busy_ms, gpu_busy_share, graph_ceiling, gpu_busy_note. Files without graphsweep
-# metadata count as version 0.
+# graph_ceiling); runs gains gpu_busy_ms, gpu_busy_share, graph_ceiling, gpu_busy_note and where its wall time
+# went (RUN_TIME_COLUMNS). Files without graphsweep metadata count as version 0.
 SCHEMA_VERSION = 4
 
 # Columns every row of a table has (axis columns and extra fields come after these).
@@ -35,6 +35,12 @@ ITERATION_COLUMNS = [
     "run_id", "iteration", "elapsed_ms", "tflops", "loss", "grad_norm", "mem_allocated_gb", "mem_max_allocated_gb",
     "mem_max_reserved_gb", "mem_reserved_gb", "source_file",
     "line",  # line number of the iteration line in source_file (1-based)
+]  # fmt: skip
+# runs.parquet: where each run's wall time went, in seconds and GPU-seconds (graphsweep/store/timeparts.py)
+RUN_TIME_COLUMNS = [
+    "time_startup_s", "time_warmup_s", "time_steady_s", "time_after_s", "time_untimed_s", "time_teardown_s",
+    "time_outside_s", "gpu_startup_s", "gpu_warmup_s", "gpu_steady_s", "gpu_after_s", "gpu_untimed_s",
+    "gpu_teardown_s", "gpu_outside_s", "time_split",
 ]  # fmt: skip
 COMPARISON_COLUMNS = [
     "sweep", "cell_id", "shape_id", "variant", "impl", "scope", "verdict", "reason", "eager_step_ms", "graph_step_ms",
