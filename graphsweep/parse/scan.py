@@ -18,7 +18,7 @@ import re
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from graphsweep import logformat as lf
 from graphsweep.parse import crash, cuda_errors, signatures as sg
+from graphsweep.parse.files import binary_reason, blocks
 from graphsweep.parse.memory import group_float, merge as merge_readings, read_line as read_memory_line
 from graphsweep.parse.records import Hit
 
@@ -357,18 +358,6 @@ def _signatures(fs: FileScan, raw: bytes, lineno: int) -> None:
         fs.graph_config_traceback = True
 
 
-def _binary_reason(head: bytes) -> str | None:
-    if not head:
-        return None
-    nul = head.count(b"\x00")
-    if nul > max(8, len(head) // 1000):
-        return f"binary file ({nul} NUL bytes in the first {len(head)} bytes)"
-    ctrl = sum(head.count(bytes([c])) for c in range(1, 32) if c not in (9, 10, 13, 27))
-    if ctrl > len(head) // 10:
-        return f"binary file ({ctrl} control bytes in the first {len(head)} bytes)"
-    return None
-
-
 def scan_file(path: Path | str, *, fast: bool = True) -> FileScan:
     """Read one log file. Never raises for file content; unreadable files set `problem`."""
     path = Path(path)
@@ -382,7 +371,7 @@ def scan_file(path: Path | str, *, fast: bool = True) -> FileScan:
     if not head:
         fs.problem = f"empty log {path}"
         return fs
-    if reason := _binary_reason(head):
+    if reason := binary_reason(head):
         fs.problem = f"{reason}: {path}"
         return fs
     if fast:
@@ -419,31 +408,6 @@ def _finish(fs: FileScan, last: bytes) -> None:
     fs.last_line = _text(last)
 
 
-def _blocks(path: Path) -> Iterator[bytes]:
-    """The file in blocks of whole lines (the last block may end mid-line)."""
-    carry = b""
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(_BLOCK)
-            if not block:
-                if carry:
-                    yield carry
-                return
-            data = carry + block if carry else block
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                carry = data
-                if len(carry) > 8 * _BLOCK:
-                    raise ValueError("line longer than 128 MiB")
-                continue
-            if cut == len(data):
-                carry = b""
-                yield data
-            else:
-                carry = data[cut:]
-                yield data[:cut]
-
-
 def _to_float(pc: Any, pa: Any, col: Any) -> tuple[Any, Any]:
     """(float64 values with NaN where absent, bool present) as numpy arrays."""
     present = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -474,7 +438,7 @@ def _scan_arrow(fs: FileScan, path: Path) -> None:
     lineno = 0
     nbytes = 0
     last = b""
-    for chunk in _blocks(path):
+    for chunk in blocks(path, _BLOCK):
         buf = np.frombuffer(chunk, dtype=np.uint8)
         ends = np.flatnonzero(buf == 10) + 1  # each line keeps its newline
         if len(ends) == 0 or ends[-1] != len(chunk):
@@ -590,7 +554,7 @@ def scan_text(text: str | bytes, name: str = "<text>") -> FileScan:
     """Scan log text held in memory (the line loop)."""
     data = text.encode("utf-8", errors="surrogateescape") if isinstance(text, str) else text
     fs = FileScan(name)
-    if reason := _binary_reason(data[:65536]):
+    if reason := binary_reason(data[:65536]):
         fs.problem = reason
         return fs
     lineno = 0

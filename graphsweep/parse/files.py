@@ -1,0 +1,45 @@
+"""Reading a log file as bytes: is it text at all, and its content in blocks of whole lines (for the vectorised scan
+of graphsweep/parse/scan.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+
+def binary_reason(head: bytes) -> str | None:
+    """Why the first bytes of a file say it is no text log (NUL or control bytes), or None."""
+    if not head:
+        return None
+    nul = head.count(b"\x00")
+    if nul > max(8, len(head) // 1000):
+        return f"binary file ({nul} NUL bytes in the first {len(head)} bytes)"
+    ctrl = sum(head.count(bytes([c])) for c in range(1, 32) if c not in (9, 10, 13, 27))
+    if ctrl > len(head) // 10:
+        return f"binary file ({ctrl} control bytes in the first {len(head)} bytes)"
+    return None
+
+
+def blocks(path: Path, size: int) -> Iterator[bytes]:
+    """The file in blocks of whole lines of about `size` bytes (the last block may end mid-line)."""
+    carry = b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(size)
+            if not block:
+                if carry:
+                    yield carry
+                return
+            data = carry + block if carry else block
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                carry = data
+                if len(carry) > 8 * size:
+                    raise ValueError(f"line longer than {8 * size >> 20} MiB")
+                continue
+            if cut == len(data):
+                carry = b""
+                yield data
+            else:
+                carry = data[cut:]
+                yield data[:cut]
