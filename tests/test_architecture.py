@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "graphsweep"
+from tests.support import ROOT
+
+PACKAGE = ROOT / "graphsweep"
 
 # Bottom to top. A module imports from its own package or from packages on lower floors, never from above or
 # from a sibling on its own floor.
@@ -153,3 +155,29 @@ def test_the_checks_see_a_real_upward_import(tmp_path: Path) -> None:
     assert ("graphsweep.report.write", 1, False) in found
     assert ("pandas", 4, True) in found
     assert _floor_of("graphsweep.report.write")[0] > _floor_of("graphsweep.store.tables")[0]
+
+
+# Test modules share helpers through tests/support.py only. The preflight case table stays in tests/test_preflight.py
+# while branch `releases` rewrites it (issue 22): move it into support.py once that work has landed.
+TEST_IMPORTS_ALLOWED = {("test_bridge_agreement", "tests.test_preflight")}
+
+
+def _not_through_support(target: str) -> bool:
+    """An import of another test module, of conftest, or of a benchmark script."""
+    parts = target.split(".")
+    inner = parts[1:] if parts[0] == "tests" else parts
+    benchmark = parts[0] == "benchmarks" or (PACKAGE.parent / "benchmarks" / f"{parts[0]}.py").is_file()
+    return benchmark or any(p == "conftest" or p.startswith("test_") for p in inner)
+
+
+def test_tests_share_helpers_through_support_only(tmp_path: Path) -> None:
+    tests = PACKAGE.parent / "tests"
+    found = [f"{path.relative_to(tests.parent)}:{line} imports {target}"
+             for path in sorted(tests.rglob("test_*.py")) for target, line, _ in _imports(path)
+             if _not_through_support(target) and (path.stem, target) not in TEST_IMPORTS_ALLOWED]
+    assert not found, "test modules import helpers from tests/support.py, not from each other:\n" + "\n".join(found)
+    fake = tmp_path / "test_x.py"  # the check itself can fail
+    fake.write_text("from test_report import build_sweep\nfrom tests.conftest import ROOT\nimport realjobs\n"
+                    "from tests.support import ROOT\n")
+    assert [_not_through_support(t) for t, _, _ in _imports(fake)] == [True, True, True, False]
+

@@ -19,8 +19,8 @@ from graphsweep.parse.run import parse_run
 from graphsweep.workloads.registry import launch_plan, preflight
 from graphsweep.sweepspec.load import load_spec, validate_spec
 from graphsweep.vocab import SpecError
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "configs" / "examples").glob("megatron-*.yaml"))
 EXAMPLE = {p.stem: p for p in EXAMPLES}
 # What preflight blocks in the examples on purpose: the dropless MoE's full-iteration cell (it failed at capture on

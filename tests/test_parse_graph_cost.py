@@ -14,8 +14,9 @@ import pytest
 from graphsweep import logformat as lf
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.scan import scan_text
+from tests.support import ROOT
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "results" / "examples"
+EXAMPLES = ROOT / "results" / "examples"
 TINY = EXAMPLES / "megatron-tiny-vanilla-gpt" / "runs"
 ATTN_MLP_R1 = TINY / "s1024-mb1-6d688f.attn+mlp.r1" / "log.txt"
 EAGER_R1 = TINY / "s1024-mb1-6d688f.eager.r1" / "log.txt"

@@ -20,8 +20,7 @@ from graphsweep.report.shapes import arm_argvs, command_items, full_grid, graph_
 from graphsweep.report.text import cell_label, fmt_value, truncate
 from graphsweep.report.write import write_reports
 from graphsweep.store.tables import read_table, write_table
-from test_report import build_sweep
-from tests.conftest import ROOT
+from tests.support import ROOT, build_sweep
 
 EXAMPLES = ROOT / "results" / "examples"
 ENTRY = "python -m graphsweep.entry.builtin_gpt"

@@ -33,8 +33,8 @@ from graphsweep.sweepspec.load import load_spec, validate_spec
 from graphsweep.vocab import RANKS_DIR, TORCHRUN_TEE, run_dir_logs
 from graphsweep.workloads import megatron_bridge as megatron
 from graphsweep.workloads.registry import launch_plan, preflight
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "configs" / "examples" / "megatron-tiny-2gpu.yaml"
 LOGS = ROOT / "tests" / "fixtures" / "logs"
 B_RANKS = LOGS / "megatron-h200x2" / "b_rank_files"  # recorded: torchrun's per-rank files of run b
@@ -164,6 +164,7 @@ def oom_rank1(tmp_path_factory):
     return _replay_folder(tmp / "run", _oom_on_rank1(tmp / "src"), run_id="tp1.attn.oom")
 
 
+@pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_completed_two_rank_run_folder(completed):
     run_dir, record = completed
     assert record["exit_code"] == 0
@@ -196,6 +197,7 @@ def test_completed_two_rank_run_folder(completed):
     assert rows.tflops.notna().all()  # Step Time TFLOP/s: rank 0's lines, joined to rank 1's iterations
 
 
+@pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_a_rerun_replaces_the_earlier_attempts_rank_files(oom_rank1, tmp_path):
     """A retried run (Snakemake --retries, the transient retry) runs in the same run folder: ranks/ then holds the
     new job's files only, never two attempts mixed. Here: the failed run's folder, run again with the recorded
@@ -239,6 +241,7 @@ def _oom_on_rank1(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_an_error_printed_only_on_rank_1_is_found(oom_rank1):
     run_dir, record = oom_rank1
     assert record["exit_code"] == 1
@@ -259,6 +262,7 @@ def test_an_error_printed_only_on_rank_1_is_found(oom_rank1):
         "ERROR:megatron.bridge.training.pretrain:Pretrain failed on rank=1 with OutOfMemoryError")
 
 
+@pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_a_rank_error_that_never_reached_log_txt_is_found(oom_rank1, tmp_path):
     """torchrun copies each rank's file to the console every 0.1 s (torch 2.13 tail_log.py tail_logfile, interval_sec):
     when the launcher itself dies (killed at the time limit, the host's OOM killer), a rank's last lines are only
