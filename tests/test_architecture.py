@@ -17,7 +17,7 @@ PACKAGE = ROOT / "graphsweep"
 # Bottom to top. A module imports from its own package or from packages on lower floors, never from above or
 # from a sibling on its own floor.
 FLOORS: list[set[str]] = [
-    {"__init__", "vocab", "logformat", "provenance", "smk"},  # ground: the vocabulary, standard library only
+    {"__init__", "vocab", "logformat", "provenance", "resources", "smk"},  # ground: standard library only
     {"constraints", "entry", "store"},
     {"workloads", "parse", "judge"},
     {"sweepspec", "report"},
@@ -155,6 +155,31 @@ def test_the_checks_see_a_real_upward_import(tmp_path: Path) -> None:
     assert ("graphsweep.report.write", 1, False) in found
     assert ("pandas", 4, True) in found
     assert _floor_of("graphsweep.report.write")[0] > _floor_of("graphsweep.store.tables")[0]
+
+
+# Where a module may compute a path from its own __file__ (resources.py is the place for it). The programs run by path
+# put the folder that holds graphsweep on sys.path before they can import resources; the Bridge worker starts itself.
+OWN_PATH_ALLOWED = {
+    "graphsweep.entry.megatron_entry": "run by path inside the user's container: graphsweep onto sys.path first",
+    "graphsweep.workloads.bridge_check": "the worker runs by path: graphsweep onto sys.path first, and starts itself",
+    "graphsweep.report.html": "reads report.css beside itself (package data, in the wheel too)",
+}
+
+
+def own_path_uses(name: str) -> list[str]:
+    """Lines of a module that name __file__ (repository-root arithmetic like Path(__file__).resolve().parents[2])."""
+    lines = MODULES[name].read_text().splitlines()
+    return [f"{MODULES[name].relative_to(PACKAGE.parent)}:{i}: {line.strip()}" for i, line in enumerate(lines, 1)
+            if "__file__" in line and not line.lstrip().startswith("#")]
+
+
+def test_only_resources_knows_where_the_package_lies() -> None:
+    found = [hit for name in MODULES if name not in OWN_PATH_ALLOWED and name != "graphsweep.resources"
+             for hit in own_path_uses(name)]
+    assert not found, "paths from __file__ outside graphsweep/resources.py (use resources.SOURCE_ROOT or a " \
+                      "package-data name there):\n" + "\n".join(found)
+    for name in OWN_PATH_ALLOWED:
+        assert own_path_uses(name), f"{name} no longer names __file__: drop it from OWN_PATH_ALLOWED"
 
 
 # Test modules share helpers through tests/support.py only. The preflight case table stays in tests/test_preflight.py

@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from graphsweep.resources import SOURCE_ROOT
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.plan.planner import plan_sweep
@@ -63,7 +64,7 @@ def test_local_shapes_are_one_torchrun_of_two_ranks_with_per_rank_files():
     for tp, run in _shapes(load_spec(SPEC).runs()).items():
         plan = launch_plan(run)
         assert plan.argv[:8] == ["python", "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                                 "--nproc-per-node=2", TORCHRUN_TEE, str(megatron.REPO_ROOT / megatron.ENTRY_RELPATH)]
+                                 "--nproc-per-node=2", TORCHRUN_TEE, str(SOURCE_ROOT / megatron.ENTRY_RELPATH)]
         assert (plan.gpus, plan.nodes, plan.gpus_per_node, plan.srun) == (2, 1, 2, False)
         o = plan.overrides
         assert (o["model.tensor_model_parallel_size"], o["model.sequence_parallel"]) == (tp, tp == 2)
@@ -89,7 +90,7 @@ def test_slurm_form_is_one_srun_task_per_gpu():
         plan = launch_plan(run)
         assert plan.srun and (plan.nodes, plan.gpus_per_node, plan.tasks_per_node) == (1, 2, 2)
         assert plan.srun_args == ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--kill-on-bad-exit=1"]
-        assert plan.argv[:2] == ["python", str(megatron.REPO_ROOT / megatron.ENTRY_RELPATH)]  # no torchrun
+        assert plan.argv[:2] == ["python", str(SOURCE_ROOT / megatron.ENTRY_RELPATH)]  # no torchrun
         assert not tees_rank_files(plan)
         assert job_argv(plan, {})[:5] == ["srun", *plan.srun_args]
         assert megatron.slurm_parameters(run) == {"nodes": 1, "tasks_per_node": 2, "gpus_per_node": 2,
@@ -101,7 +102,7 @@ def test_slurm_golden_command_lines():
     lines = ["# megatron-tiny-2gpu with executor.cluster: slurm: one run per line, run_id then the exact command "
              "({REPO} = repository root)"]
     for run in _slurm_runs():
-        lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(megatron.REPO_ROOT), '{REPO}')}")
+        lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(SOURCE_ROOT), '{REPO}')}")
     text = "\n".join(lines) + "\n"
     if os.environ.get("GRAPHSWEEP_UPDATE_GOLDEN"):
         GOLDEN_SLURM.write_text(text)
@@ -126,7 +127,7 @@ def _replay_folder(tmp_path: Path, sources: Path, run_id: str = "tp1.attn.r1") -
     the entry swapped for the replay), then execute_run -> submitit local -> job_main -> torchrun -> replay."""
     planned = next(p for p in plan_sweep(load_spec(SPEC))
                    if p.run.variant.name == "attn" and p.run.settings["model.tensor_model_parallel_size"] == 1)
-    launcher = planned.launch.argv[: planned.launch.argv.index(str(megatron.REPO_ROOT / megatron.ENTRY_RELPATH))]
+    launcher = planned.launch.argv[: planned.launch.argv.index(str(SOURCE_ROOT / megatron.ENTRY_RELPATH))]
     assert launcher[1:] == ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=2",
                             TORCHRUN_TEE]
     plan = dataclasses.replace(planned.launch, argv=[sys.executable, *launcher[1:], str(REPLAY), str(sources)])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -16,7 +17,7 @@ import pytest
 import yaml
 
 from graphsweep.sweepspec.load import load_spec
-from tests.support import ROOT, copy_workflow, snakemake
+from tests.support import ROOT, copy_workflow, planned_runs, snakemake
 
 pytestmark = pytest.mark.snakemake
 
@@ -108,6 +109,23 @@ def test_second_run_has_nothing_to_do(default_sweep):
     proc = snakemake(workdir, "--cores", "2", "-n")
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_moved_venv_requeues_no_finished_run(default_sweep, tmp_path):
+    """The same controller from another path (the venv moved or made again elsewhere): its interpreter's path is in
+    no run's command, so Snakemake's params of every finished run are unchanged and nothing runs again."""
+    workdir, _ = default_sweep
+    moved = tmp_path / "moved-venv"
+    moved.symlink_to(Path(sys.prefix), target_is_directory=True)
+    python = moved / "bin" / "python"
+    here = subprocess.run([python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, check=True)
+    assert here.stdout.strip() == str(python)  # what the plan used to bake into every builtin command
+    proc = snakemake(workdir, "--cores", "2", "-n", python=python)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert planned_runs(proc.stdout + proc.stderr) == set() and "Nothing to be done" in proc.stdout + proc.stderr
+    configs = list((workdir / "results" / "default" / "runs").glob("*/config.yaml"))
+    assert configs and {yaml.safe_load(c.read_text())["launch"]["argv"][0] for c in configs} == {"python"}
 
 
 def test_broken_spec_stops_before_anything_runs(tmp_path):

@@ -4,12 +4,11 @@ checks, the command of a run and its cost. No torch here: the controller never i
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.entry.builtin_settings import REQUIRED, SCOPES, SETTINGS, TRAINER, setting_problem, shape_problem
-from graphsweep.vocab import EAGER, LaunchPlan, RunSpec, SpecError, Violation
+from graphsweep.vocab import EAGER, PYTHON, LaunchPlan, RunSpec, SpecError, Violation
 
 KIND = "builtin"
 SETUP_SECONDS, STEP_SECONDS = 10.0, 0.05  # rough cost of a run when nothing better is known
@@ -62,9 +61,11 @@ def preflight(run: RunSpec) -> list[Violation]:
     return []  # the trainer itself says when it cannot run a graph here (no CUDA: blocked, exit 3)
 
 
-def launch_plan(run: RunSpec, python: str | None = None) -> LaunchPlan:
+def launch_plan(run: RunSpec) -> LaunchPlan:
     s = run.settings
-    argv = [python or sys.executable, "-m", TRAINER]
+    # the spec's workload.python (schema default `python`: the job's own interpreter, vocab.PYTHON), never this
+    # process's path: a plan that names the controller's venv changes, and re-queues every run, when the venv moves
+    argv = [str(run.workload.get("python") or PYTHON), "-m", TRAINER]
     for key in REQUIRED:
         argv += [f"--{key.replace('_', '-')}", str(s[key])]
     argv += ["--warmup", str(run.warmup), "--iters", str(run.total_iterations), "--seed", str(run.repeat)]

@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from graphsweep import resources
 from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import graph_field_problem, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
@@ -28,8 +29,7 @@ from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.vocab import TORCHRUN_TEE, LaunchPlan, RunSpec, SpecError, Variant, Violation
 
 KIND = "megatron_bridge"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ENTRY_RELPATH = "graphsweep/entry/megatron_entry.py"
+ENTRY_RELPATH = "graphsweep/entry/megatron_entry.py"  # under resources.SOURCE_ROOT, or the profile's graphsweep_dir
 
 # Settings keys that are graphsweep's, not Bridge config paths.
 SPECIAL_KEYS = {"gpus", "est_step_s", "compute_dtype"}
@@ -224,7 +224,7 @@ def _as_list(value: Any) -> list[str]:
 
 def entry_path(run: RunSpec) -> str:
     """Where the entry script is inside the job: the repository, mounted at the same path (see srun_args)."""
-    return str(Path(_slurm(run).get("graphsweep_dir") or REPO_ROOT) / ENTRY_RELPATH)
+    return str(Path(_slurm(run).get("graphsweep_dir") or resources.SOURCE_ROOT) / ENTRY_RELPATH)
 
 
 def program_argv(run: RunSpec, overrides: Mapping[str, Any]) -> list[str]:
@@ -274,7 +274,7 @@ def srun_args(run: RunSpec, rank_log_dir: str | None = None) -> list[str]:
     slurm = _slurm(run)
     image = slurm.get("container_image")
     if image:
-        repo = str(Path(slurm.get("graphsweep_dir") or REPO_ROOT))
+        repo = str(slurm.get("graphsweep_dir") or resources.SOURCE_ROOT)
         mounts = [f"{repo}:{repo}", *_as_list(slurm.get("container_mounts"))]
         args += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}", "--no-container-mount-home"]
         if slurm.get("container_workdir"):
