@@ -121,6 +121,37 @@ class LaunchPlan:
         return f"{env} {cmd}".strip()
 
 
+@dataclass(frozen=True)
+class GraphOverrides:
+    """What a graph variant's command sets that its shape's eager command does not: the settings a user pastes into
+    their own training command for this graph. The workload that builds the command records them at plan time
+    (plan.parquet `graph_overrides`, as to_json); the report's Recommendations paste them."""
+
+    what: str  # what the tokens are, as the report names them ("Megatron Bridge overrides", "trainer flags")
+    paste: tuple[str, ...]  # the command's words (argv, unquoted), in its order
+    shared: tuple[str, ...] = ()  # graph settings both arms ran with: how the graph was measured, no difference
+
+    @property
+    def line(self) -> str:
+        """The words as a shell takes them (quoted where a shell would read them otherwise)."""
+        return shlex.join(self.paste)
+
+    @property
+    def shared_line(self) -> str:
+        return shlex.join(self.shared)
+
+    def to_json(self) -> str:
+        return json.dumps({"what": self.what, "paste": list(self.paste), "shared": list(self.shared)})
+
+    @classmethod
+    def from_json(cls, text: Any) -> "GraphOverrides | None":
+        """The record of a plan row; None where there is none (an eager run, a plan written before the column)."""
+        if not isinstance(text, str) or not text:
+            return None
+        d = json.loads(text)
+        return cls(str(d["what"]), tuple(map(str, d["paste"])), tuple(map(str, d.get("shared", ()))))
+
+
 # --------------------------------------------------------------------------------------------------
 # The words of a sweep (design.md): a shape is one point of the axes, a variant a graph setting, a cell shape x
 # variant judged against its shape's eager baseline, an arm eager or graph, a run one job of one arm for one repeat

@@ -129,7 +129,8 @@ class Sweep:
             repeat=k, warmup=WARMUP, iterations=ITERS - WARMUP - 1, gpus=1, workload="megatron_bridge",
             status="blocked" if blocked else "submit", rule_id="full_iteration_nan_check" if blocked else None,
             rule_message=blocked, rule_source="Bridge training/config.py L1364-1369" if blocked else None,
-            command="python mb_run.py ...", seed=1234, est_gpu_seconds=0.0 if blocked else 95.0, **shape,
+            command="python mb_run.py ...", seed=1234, est_gpu_seconds=0.0 if blocked else 95.0,
+            graph_overrides=None, **shape,
         )  # fmt: skip
         self.plan.append(row)
         return row

@@ -206,3 +206,9 @@ def test_tests_share_helpers_through_support_only(tmp_path: Path) -> None:
                     "from tests.support import ROOT\n")
     assert [_not_through_support(t) for t, _, _ in _imports(fake)] == [True, True, True, False]
 
+
+def test_the_report_reads_tables_not_workloads() -> None:
+    """The report is made from the four tables alone: what a workload knows (the overrides to paste) is in the plan."""
+    found = [f"{name}:{line} imports {target}" for name, path in MODULES.items() if name.startswith("graphsweep.report")
+             for target, line, _ in _imports(path) if target.startswith("graphsweep.workloads")]
+    assert not found, found

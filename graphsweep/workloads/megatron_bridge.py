@@ -18,6 +18,7 @@ included, so both arms do the same work per step.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -26,7 +27,10 @@ from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import graph_field_problem, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
-from graphsweep.vocab import TORCHRUN_TEE, LaunchPlan, RunSpec, SpecError, Variant, Violation
+from graphsweep.constraints.graph import GRAPH_FIELDS
+from graphsweep.vocab import (
+    EAGER, EAGER_VARIANT, TORCHRUN_TEE, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation,
+)  # fmt: skip
 
 KIND = "megatron_bridge"
 ENTRY_RELPATH = "graphsweep/entry/megatron_entry.py"  # under resources.SOURCE_ROOT, or the profile's graphsweep_dir
@@ -253,18 +257,41 @@ def program_argv(run: RunSpec, overrides: Mapping[str, Any]) -> list[str]:
             "-g", PERF_HARNESS_GPU, "-c", str(run.settings.get("compute_dtype", "bf16")),
             "-ng", str(run.gpus), "-gn", str(gpn),
         ]  # fmt: skip
-        v = run.variant
-        if not v.is_graph:
-            argv += ["--cuda_graph_impl", "none"]
-        elif v.is_full_iteration:
-            argv += ["--cuda_graph_impl", "local", "--cuda_graph_scope", "full_iteration"]
-        else:
-            argv += ["--cuda_graph_impl", "transformer_engine", "--cuda_graph_scope", ",".join(v.scope)]
         # The harness sets the graph switch itself from the flags (overrides.py _set_cuda_graph_overrides,
         # which translates for MCore 0.19); everything else goes as trailing Hydra overrides, applied last.
         rest = {k: val for k, val in overrides.items() if k not in GRAPH_KEYS}
-        return argv + [format_override(k, val) for k, val in rest.items()]
+        return argv + _harness_graph_flags(run.variant) + [format_override(k, val) for k, val in rest.items()]
     raise MegatronSpecError(f"workload.launch = {launch!r}: use entry, run_recipe or perf_harness")
+
+
+def _harness_graph_flags(v: Variant) -> list[str]:
+    """The perf harness's graph switch (argument_parser.py --cuda_graph_impl / --cuda_graph_scope)."""
+    if not v.is_graph:
+        return ["--cuda_graph_impl", "none"]
+    if v.is_full_iteration:
+        return ["--cuda_graph_impl", "local", "--cuda_graph_scope", "full_iteration"]
+    return ["--cuda_graph_impl", "transformer_engine", "--cuda_graph_scope", ",".join(v.scope)]
+
+
+def graph_switch(run: RunSpec) -> GraphOverrides | None:
+    """The overrides a graph run sets that the eager run of its shape does not, from the same overrides the command
+    is built of: the graph switch, the graph-arm extras, and for a full-iteration graph the NaN checks off, which Bridge
+    requires for it (config.py L1364-1369) even where the sweep turned them off in both arms. Graph fields both arms
+    share (cuda_graph_warmup_steps, those NaN checks) are `shared`: part of how the graph was measured."""
+    if not run.variant.is_graph:
+        return None
+    graph = run_overrides(run)
+    eager = run_overrides(replace(run, arm=EAGER, variant=EAGER_VARIANT))
+    differs = [k for k in graph if k not in eager or eager[k] != graph[k]]
+    if run.variant.is_full_iteration:
+        differs += [k for k in NAN_KEYS if k in graph and k not in differs]
+    shared = [k for k in graph if k in (*GRAPH_FIELDS, *NAN_KEYS) and k not in differs]
+    flags: list[str] = []
+    if run.workload.get("launch", "entry") == "perf_harness":  # the switch is the harness's flags, not overrides
+        flags = _harness_graph_flags(run.variant)
+        differs, shared = [k for k in differs if k not in GRAPH_KEYS], [k for k in shared if k not in GRAPH_KEYS]
+    return GraphOverrides("Megatron Bridge overrides", tuple(flags + [format_override(k, graph[k]) for k in differs]),
+                          tuple(format_override(k, graph[k]) for k in shared))
 
 
 def srun_args(run: RunSpec, rank_log_dir: str | None = None) -> list[str]:

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from graphsweep.vocab import ABBA_DRIVER, EAGER, GRAPH, PYTHON, LaunchPlan, RunSpec, Violation
+from graphsweep.vocab import ABBA_DRIVER, EAGER, GRAPH, PYTHON, GraphOverrides, LaunchPlan, RunSpec, Violation
 from graphsweep.workloads.base import Workload
 
 ORDERS = {1: ("A1", "B1", "B2", "A2"), 0: ("B1", "A1", "A2", "B2")}  # by repeat parity
@@ -59,6 +59,9 @@ class Paired:
         eager, other = run.pair_arms()
         return pair_plan(self.inner.launch_plan(eager), self.inner.launch_plan(other), run.repeat,
                          arms=(eager.arm, other.arm))
+
+    def graph_switch(self, run: RunSpec) -> GraphOverrides | None:
+        return self.inner.graph_switch(run.pair_arms()[1])  # the graph arm's; an A/A pair's control arm has none
 
     def estimate(self, run: RunSpec) -> float:
         return sum(2 * self.inner.estimate(arm) for arm in run.pair_arms())  # four segments: each arm twice
