@@ -86,12 +86,12 @@ SWEEP = "h200-tiny-llama"
 WARMUP = 3  # cuda_graph_warmup_steps: capture happens on iteration 4 (fixtures/megatron-h200/te_attn.log)
 ITERS = 30
 NAN_RULE = (
-    # Bridge training/config.py L1364-1369 (ConfigContainer.validate), megatron-reference.md §3
+    # Bridge training/config.py L1364-1369 (ConfigContainer.validate), docs/megatron-facts.md §3.2
     "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. "
     "Set rerun_state_machine.check_for_nan_in_loss=False."
 )
 OOM_TEXT = (
-    # PyTorch >= 2.4 allocator message, megatron-reference.md §6
+    # PyTorch >= 2.4 allocator message, docs/megatron-facts.md §5.8
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.54 GiB. GPU 0 has a total capacity of 139.81 GiB "
     "of which 1.02 GiB is free."
 )

@@ -5,6 +5,7 @@ and no module a newcomer cannot read in one sitting."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -212,3 +213,24 @@ def test_the_report_reads_tables_not_workloads() -> None:
     found = [f"{name}:{line} imports {target}" for name, path in MODULES.items() if name.startswith("graphsweep.report")
              for target, line, _ in _imports(path) if target.startswith("graphsweep.workloads")]
     assert not found, found
+
+
+FACTS = ROOT / "docs" / "megatron-facts.md"
+
+
+def test_megatron_fact_pointers_name_sections_of_the_repositorys_own_doc() -> None:
+    """Every `§N.M` the code, tests and docs cite is a section of docs/megatron-facts.md; none points at a research
+    note outside the repository (the old `ref §x.y`), and no text a user sees says `ref §`."""
+    sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)[. ]", FACTS.read_text(), re.M))
+    tracked = [ROOT / p for p in ("graphsweep", "tests", "docs", "rules", "scripts", "benchmarks", "configs", "tools")]
+    files = [f for d in tracked for f in d.rglob("*") if f.suffix in (".py", ".md", ".smk", ".yaml", ".sh")
+             and "fixtures/logs" not in f.as_posix() and f not in (FACTS, Path(__file__).resolve())] + [ROOT / "README.md"]
+    stale, unknown = [], []
+    for f in files:
+        text = f.read_text(errors="replace")
+        stale += [f"{f.relative_to(ROOT)}: {m}" for m in re.findall(r"\bref §[\d.]+|megatron-reference", text)]
+        for first, last in re.findall(r"§(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?", text):  # every § is that file's
+            unknown += [f"{f.relative_to(ROOT)}: §{s}" for s in (first, last) if s and s not in sections]
+    assert not stale, stale
+    assert not unknown, f"no such section in {FACTS.name}: {unknown}"
+    assert {"3.1", "4.4", "5.3", "5.8", "6.2"} <= sections  # the check reads the headings it is meant to

@@ -97,7 +97,7 @@ def test_memory_line_round_trip_keeps_reserved_apart_from_its_peak() -> None:
 
 
 def test_mcore_mb_memory_line_reserved_field() -> None:
-    # MLM report_memory's format (ref §5.3); the numbers constructed with reserved below max reserved
+    # MLM report_memory's format (docs/megatron-facts.md §5.3); the numbers constructed with reserved below max reserved
     line = ("[Rank 4] (after 6 iterations) memory (MB) | allocated: 21540.77294921875 | max allocated: 25000.5 | "
             "reserved: 29000.0 | max reserved: 31336.0")
     fs = scan_text(line + "\n")

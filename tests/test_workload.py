@@ -20,7 +20,7 @@ from tests.support import ROOT  # noqa: E402
 REPO = ROOT
 TINY = ["--hidden", "32", "--layers", "2", "--heads", "2", "--seq-length", "16", "--micro-batch", "2", "--vocab", "128"]
 
-# Bridge scripts/performance/utils/evaluate.py::get_metrics_from_logfiles (megatron-reference §5.2)
+# Bridge scripts/performance/utils/evaluate.py::get_metrics_from_logfiles (docs/megatron-facts.md §5.2)
 BRIDGE = {
     "iteration": re.compile(r"iteration\s+(\d+)/\s+\d+"),
     "elapsed": re.compile(r"elapsed time per iteration \(ms\):\s+([\d.]+)"),

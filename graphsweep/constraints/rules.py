@@ -3,7 +3,7 @@
 Each rule reads the graph view of a run's settings (graphsweep/constraints/graph.py) and returns the message Megatron
 would print (or ours where Megatron has none, e.g. an unknown scope only raises ``KeyError``), with where it comes
 from and the texts a run prints when it hits the same constraint. Facts and line numbers:
-shared/docs/megatron-reference.md sections 3.1-3.5 (Megatron Core ``core_r0.19.0``, Megatron Bridge ``r0.6.0``
+docs/megatron-facts.md §3.1-3.5 (Megatron Core ``core_r0.19.0``, Megatron Bridge ``r0.6.0``
 unless noted); tests/test_bridge_agreement.py checks them against Bridge 0.6.2 itself.
 """
 
@@ -49,7 +49,7 @@ def _scope_unknown(c: Ctx) -> str | None:
     return None
 
 
-@rule("cuda_graph_modules_before_0_19", "graphsweep (Bridge OmegaConf struct mode rejects unknown keys; reference 4.1)",
+@rule("cuda_graph_modules_before_0_19", "graphsweep (Bridge OmegaConf struct mode rejects unknown keys; docs/megatron-facts.md §4.1)",
       "cuda_graph_modules exists only from Megatron Core 0.19",
       at=LAUNCH)
 def _modules_old(c: Ctx) -> str | None:

@@ -2,12 +2,11 @@
 
 Every signature is a literal substring (searched anywhere in a physical line, so srun labels such as
 `mx_v1_perf/0 `, `[rank4]: `, `[default0]:` and glued ranks do not matter), with the error class it
-proves and where Megatron/PyTorch/Slurm print it (file, line, version from
-../shared/docs/megatron-reference.md, "ref §x.y" below). The parser finds lines cheaply with
+proves and where Megatron/PyTorch/Slurm print it (file, line, version: docs/megatron-facts.md, "§x.y" below). The parser finds lines cheaply with
 ANCHORS (every needle contains an anchor, or sits on a line that does: tests check this), then
 tries the needles on those lines only.
 
-Classification order (reference §6.3, extended; the first rule that matches decides):
+Classification order (docs/megatron-facts.md §6.3, extended; the first rule that matches decides):
 
     #   evidence                                              outcome     error_class
     1   run.json state PREEMPTED / NODE_FAIL / CANCELLED,       preempted / node_fail / cancelled / lost
@@ -89,7 +88,7 @@ def _set_sig(s: RunSummary, h: Hit | Mark, sig: Signature | None = None) -> None
 def phase_of(h: Hit, arm: str, warmup: int | None, ev: Evidence) -> tuple[str, int | None]:
     """(phase, failing iteration) of a failure line. The iteration line `i/N` is printed after
     iteration i finished, so the failing one is the last printed + 1; capture is iteration
-    warmup+1 (ref §3.1, §3.6), or the capture markers say so. After the end-of-training marker: teardown."""
+    warmup+1 (docs/megatron-facts.md §3.1, §3.6), or the capture markers say so. After the end-of-training marker: teardown."""
     if h.after_end:
         return TEARDOWN, None
     before = h.iteration_before
@@ -265,7 +264,7 @@ def _classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping |
     if h is None and ev.keyerror is not None:
         return fail(BLOCKED, "blocked_config", ev.keyerror,
                     f"config rejected: unknown CUDA-graph module name ({ev.keyerror.text.strip()}; "
-                    "MCore cuda_graph_config.py CudaGraphModule[name] lookup, ref §3.3)")
+                    "MCore cuda_graph_config.py CudaGraphModule[name] lookup, docs/megatron-facts.md §3.3)")
     if h is not None:
         what = {"no_cuda": "no CUDA device", "launch_error": "launch rejected", "blocked_config": "config rejected",
                 "env_blocked": "environment cannot run it", "api_mismatch": "known API/version breakage"}

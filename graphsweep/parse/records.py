@@ -42,7 +42,7 @@ class RunSummary:
     capture_s: float | None = None  # the capture's own time as Megatron/TE/MCore (or the builtin) reports it
     capture_iteration_excess_s: float | None = None  # Megatron entry: capture iteration minus a median eager one
     graphable_layers: int | None = None
-    transient: str | None = None  # the reference §6.2 substring found, when nothing deterministic explains the failure
+    transient: str | None = None  # the docs/megatron-facts.md §6.2 substring found, when nothing deterministic explains the failure
     # extras
     signature_id: str | None = None  # catalogue id (SIGNATURES)
     signature_source: str | None = None  # where Megatron/PyTorch/Slurm prints it

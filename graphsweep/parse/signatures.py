@@ -2,7 +2,7 @@
 
 Every signature is a literal substring (searched anywhere in a physical line, so srun labels such as
 `mx_v1_perf/0 `, `[rank4]: `, `[default0]:` and glued ranks do not matter), with the outcome and error class it
-proves and where Megatron/PyTorch/Slurm print it ("ref §x.y": ../shared/docs/megatron-reference.md). The signatures
+proves and where Megatron/PyTorch/Slurm print it (docs/megatron-facts.md §x.y). The signatures
 of Megatron's constraints come from the constraint catalogue (graphsweep/constraints) under the constraint's own id,
 so a run that hits an assertion and a cell preflight blocked for it carry the same id; the rest (OOM, crashes,
 capture symptoms, infrastructure) are listed here. `rank` is the classification rule that uses a signature
@@ -34,7 +34,7 @@ class Signature:
     outcome: str
     error_class: str
     source: str  # where the text comes from (reference section / file / issue)
-    transient: bool = False  # in Bridge's is_flaky_failure list (ref §6.2): one automatic retry
+    transient: bool = False  # in Bridge's is_flaky_failure list (docs/megatron-facts.md §6.2): one automatic retry
     requires: bytes | None = None  # a second literal the same line must contain
     rank: int = 0  # classification rule number (graphsweep/parse/classify.py)
     frame: str | None = None  # a function the traceback just before the line must pass through (the cause)
@@ -67,23 +67,23 @@ TIME_LIMIT = "time_limit"
 
 RUNTIME: tuple[Signature, ...] = (
     # 2 host OOM (Slurm cgroup): `slurmstepd: error: Detected 1 oom-kill event(s) ...` (older: oom_kill)
-    _sig(2, "host_oom_kill", "oom-kill", C, "host_oom", "slurmstepd (ref §5.8 'host OOM oom_kill')"),
-    _sig(2, "host_oom_kill_", "oom_kill", C, "host_oom", "slurmstepd (ref §5.8)"),
+    _sig(2, "host_oom_kill", "oom-kill", C, "host_oom", "slurmstepd (docs/megatron-facts.md §5.8 'host OOM oom_kill')"),
+    _sig(2, "host_oom_kill_", "oom_kill", C, "host_oom", "slurmstepd (docs/megatron-facts.md §5.8)"),
     # 4 builtin workload (graphsweep/entry/builtin_gpt.py, exit 3); the specific line hides the general one
     _sig(4, "gs_no_cuda", lf.NO_CUDA.split(" (")[0], B, "no_cuda", "graphsweep/entry/builtin_gpt.py"),
     _sig(4, "gs_blocked", lf.BLOCKED.strip(), B, "env_blocked", "graphsweep/entry/builtin_gpt.py", unless="gs_no_cuda"),
-    # 5 launch: argparse and Hydra override rejections (ref §6.3 step 1, §6.1)
-    _sig(5, "argparse_error", "error: argument ", B, "launch_error", "argparse (ref §6.3 step 1)",
+    # 5 launch: argparse and Hydra override rejections (docs/megatron-facts.md §6.3 step 1, §6.1)
+    _sig(5, "argparse_error", "error: argument ", B, "launch_error", "argparse (docs/megatron-facts.md §6.3 step 1)",
          unless_text="is_cuda_graph_impl_valid"),
-    _sig(5, "argparse_unrecognized", "error: unrecognized arguments:", B, "launch_error", "argparse (ref §6.3 step 1)"),
-    _sig(5, "hydra_overrides", "Failed to parse Hydra overrides", B, "blocked_config", "Bridge OverridesError (ref §6.1)"),
-    _sig(5, "hydra_overrides_err", "OverridesError", B, "blocked_config", "Bridge (ref §6.1)"),
-    # 7 environment (baseline fails too: ref §6.1 environment/backend, skill case 4)
+    _sig(5, "argparse_unrecognized", "error: unrecognized arguments:", B, "launch_error", "argparse (docs/megatron-facts.md §6.3 step 1)"),
+    _sig(5, "hydra_overrides", "Failed to parse Hydra overrides", B, "blocked_config", "Bridge OverridesError (docs/megatron-facts.md §6.1)"),
+    _sig(5, "hydra_overrides_err", "OverridesError", B, "blocked_config", "Bridge (docs/megatron-facts.md §6.1)"),
+    # 7 environment (baseline fails too: docs/megatron-facts.md §6.1 environment/backend, skill case 4)
     _sig(7, "no_te", "CUDA Graphs are not supported without TE.", B, "env_blocked",
          "MCore cuda_graphs.py TECudaGraphHelper.__init__ (0.19 L2098-2107)"),
     _sig(7, "no_attention_backend", "Available backends = {FlashAttention=False, FusedAttention=False, "
-         "UnfusedDotProductAttention=False}", B, "env_blocked", "TE attention backend selection (ref §6.1, skill case 4)"),
-    # 8 API / version breakage (ref §6.1)
+         "UnfusedDotProductAttention=False}", B, "env_blocked", "TE attention backend selection (docs/megatron-facts.md §6.1, skill case 4)"),
+    # 8 API / version breakage (docs/megatron-facts.md §6.1)
     _sig(8, "is_moe_layer", "object has no attribute 'is_moe_layer'", B, "api_mismatch",
          "Bridge #4583 (local + mlp scope, model build)"),
     _sig(8, "device_pointer_scales", "get_device_pointer_for_data_and_scales()", B, "api_mismatch",
@@ -94,24 +94,24 @@ RUNTIME: tuple[Signature, ...] = (
     # L150-162 checks hasattr first, TE 2.20.2 quantization.py L423 has it again)
     _sig(8, "fp8_skip_update_setter", "has no attribute 'set_skip_fp8_weight_update_tensor'", B, "api_mismatch",
          "MLM #4707, PR #4874; TE PR #3015"),
-    # 9 CUDA OOM (ref §5.8); the allocator line carries "Tried to allocate <size>"
-    _sig(9, "cuda_oom", "CUDA out of memory", O, OOM_CLASS, "PyTorch caching allocator OutOfMemoryError (ref §5.8)"),
-    _sig(9, "cuda_oom_raw", "CUDA error: out of memory", O, OOM_CLASS, "raw CUDA OOM outside the allocator (ref §5.8)"),
-    _sig(9, "cublas_alloc", "CUBLAS_STATUS_ALLOC_FAILED", O, OOM_CLASS, "cuBLAS workspace allocation (ref §5.8)"),
-    _sig(9, "nccl_calloc", "Failed to CUDA calloc", O, OOM_CLASS, "NCCL (ref §5.8; verify per container)"),
-    # 10 capture errors (ref §5.8 and §3.4 replay checks)
+    # 9 CUDA OOM (docs/megatron-facts.md §5.8); the allocator line carries "Tried to allocate <size>"
+    _sig(9, "cuda_oom", "CUDA out of memory", O, OOM_CLASS, "PyTorch caching allocator OutOfMemoryError (docs/megatron-facts.md §5.8)"),
+    _sig(9, "cuda_oom_raw", "CUDA error: out of memory", O, OOM_CLASS, "raw CUDA OOM outside the allocator (docs/megatron-facts.md §5.8)"),
+    _sig(9, "cublas_alloc", "CUBLAS_STATUS_ALLOC_FAILED", O, OOM_CLASS, "cuBLAS workspace allocation (docs/megatron-facts.md §5.8)"),
+    _sig(9, "nccl_calloc", "Failed to CUDA calloc", O, OOM_CLASS, "NCCL (docs/megatron-facts.md §5.8; verify per container)"),
+    # 10 capture errors (docs/megatron-facts.md §5.8 and §3.4 replay checks)
     _sig(10, "capture_not_permitted", "operation not permitted when stream is capturing", B, "blocked_capture",
-         "cudaErrorStreamCaptureUnsupported (ref §5.8; MLM #5889, #1598)"),
+         "cudaErrorStreamCaptureUnsupported (docs/megatron-facts.md §5.8; MLM #5889, #1598)"),
     # the symptom every failed capture prints first (it comes from capture_end): never the reason when a cause shows
     _sig(10, "capture_invalidated", "operation failed due to a previous error during capture", B, "blocked_capture",
-         "cudaErrorStreamCaptureInvalidated (ref §5.8)", symptom=True),
-    _sig(10, "capture_unjoined", "capturing stream has unjoined work", B, "blocked_capture", "ref §5.8"),
+         "cudaErrorStreamCaptureInvalidated (docs/megatron-facts.md §5.8)", symptom=True),
+    _sig(10, "capture_unjoined", "capturing stream has unjoined work", B, "blocked_capture", "docs/megatron-facts.md §5.8"),
     _sig(10, "capture_legacy", "operation would make the legacy stream depend on a capturing blocking stream", B,
-         "blocked_capture", "ref §5.8"),
-    _sig(10, "capture_isolation", "cudaErrorStreamCaptureIsolation", B, "blocked_capture", "ref §5.8; Bridge #1688"),
-    _sig(10, "captured_event", "cudaErrorCapturedEvent", B, "blocked_capture", "ref §5.8; MLM #6152"),
+         "blocked_capture", "docs/megatron-facts.md §5.8"),
+    _sig(10, "capture_isolation", "cudaErrorStreamCaptureIsolation", B, "blocked_capture", "docs/megatron-facts.md §5.8; Bridge #1688"),
+    _sig(10, "captured_event", "cudaErrorCapturedEvent", B, "blocked_capture", "docs/megatron-facts.md §5.8; MLM #6152"),
     _sig(10, "rng_offset", "Offset increment outside graph capture encountered unexpectedly.", B, "blocked_capture",
-         "PyTorch RNG (ref §5.8)"),
+         "PyTorch RNG (docs/megatron-facts.md §5.8)"),
     _sig(10, "arg_mismatch", "CUDA graph argument mismatch:", B, "blocked_capture",
          "MCore cuda_graphs.py _CudaGraphRunner.replay_graph_capture L1632"),
     _sig(10, "no_matching_runner", "is set to True but no matching cudagraph runners were found", B, "blocked_capture",
@@ -126,57 +126,57 @@ RUNTIME: tuple[Signature, ...] = (
     # libc10_cuda.so): a consequence, the cause is the capture error printed before it when there is one (TGI #3175)
     _sig(10, "captures_underway", "captures_underway.empty() INTERNAL ASSERT FAILED", B, "blocked_capture",
          "torch 2.11 c10/cuda/CUDACachingAllocator.cpp L3662; TGI #3175", symptom=True),
-    # 11 illegal memory access (ref §5.8, MLM #5474: expandable_segments without NCCL_GRAPH_REGISTER=0)
+    # 11 illegal memory access (docs/megatron-facts.md §5.8, MLM #5474: expandable_segments without NCCL_GRAPH_REGISTER=0)
     _sig(11, "illegal_memory_access", "illegal memory access", C, "illegal_memory_access",
-         "CUDA / NCCL WARN Cuda failure (ref §5.8, §6.2)", transient=True),
-    # 12 NCCL / distributed (ref §5.8, §6.2)
+         "CUDA / NCCL WARN Cuda failure (docs/megatron-facts.md §5.8, §6.2)", transient=True),
+    # 12 NCCL / distributed (docs/megatron-facts.md §5.8, §6.2)
     _sig(12, "nccl_watchdog", "Watchdog caught collective operation timeout", C, "nccl_error",
-         "ProcessGroupNCCL watchdog (ref §5.8, MLM #735)", transient=True),
-    _sig(12, "nccl_failed", "Some NCCL operations have failed or timed out.", C, "nccl_error", "ref §5.8, §6.2",
+         "ProcessGroupNCCL watchdog (docs/megatron-facts.md §5.8, MLM #735)", transient=True),
+    _sig(12, "nccl_failed", "Some NCCL operations have failed or timed out.", C, "nccl_error", "docs/megatron-facts.md §5.8, §6.2",
          transient=True),
-    _sig(12, "dist_backend", "torch.distributed.DistBackendError", C, "nccl_error", "ref §5.8, §6.2", transient=True),
-    _sig(12, "nccl_remote", "ncclRemoteError", C, "nccl_error", "ref §5.8, §6.2", transient=True),
-    _sig(12, "nccl_unhandled_cuda", "ncclUnhandledCudaError", C, "nccl_error", "ref §5.8"),
-    _sig(12, "cuda_call_failed", "Call to CUDA function failed.", C, "nccl_error", "ref §5.8, §6.2", transient=True),
-    # 13 segfault (ref §5.8, MLM #6152: 6th replay segfaults with exitcode -11)
-    _sig(13, "segfault", "Segmentation fault", C, "segfault", "ref §5.8, §6.2", transient=True),
-    _sig(13, "segfault_encountered", "Segfault encountered", C, "segfault", "ref §5.8, §6.2", transient=True),
+    _sig(12, "dist_backend", "torch.distributed.DistBackendError", C, "nccl_error", "docs/megatron-facts.md §5.8, §6.2", transient=True),
+    _sig(12, "nccl_remote", "ncclRemoteError", C, "nccl_error", "docs/megatron-facts.md §5.8, §6.2", transient=True),
+    _sig(12, "nccl_unhandled_cuda", "ncclUnhandledCudaError", C, "nccl_error", "docs/megatron-facts.md §5.8"),
+    _sig(12, "cuda_call_failed", "Call to CUDA function failed.", C, "nccl_error", "docs/megatron-facts.md §5.8, §6.2", transient=True),
+    # 13 segfault (docs/megatron-facts.md §5.8, MLM #6152: 6th replay segfaults with exitcode -11)
+    _sig(13, "segfault", "Segmentation fault", C, "segfault", "docs/megatron-facts.md §5.8, §6.2", transient=True),
+    _sig(13, "segfault_encountered", "Segfault encountered", C, "segfault", "docs/megatron-facts.md §5.8, §6.2", transient=True),
     _sig(13, "exitcode_11", "exitcode: -11", C, "segfault", "torchrun elastic `failed (exitcode: -11)`"),
-    _sig(13, "exitcode_11_ref", "exitcode -11", C, "segfault", "ref §5.8 `exitcode -11` (MLM #6152)"),
-    _sig(13, "exitcode_11b", "exitcode  : -11", C, "segfault", "torchrun ChildFailedError block (ref §5.8)"),
+    _sig(13, "exitcode_11_ref", "exitcode -11", C, "segfault", "docs/megatron-facts.md §5.8 `exitcode -11` (MLM #6152)"),
+    _sig(13, "exitcode_11b", "exitcode  : -11", C, "segfault", "torchrun ChildFailedError block (docs/megatron-facts.md §5.8)"),
     _sig(13, "sigsegv", "SIGSEGV", C, "segfault", "torchrun signal report"),
-    # 14 other transient signatures: Bridge scripts/performance/setup_experiment.py::is_flaky_failure (ref §6.2)
-    _sig(14, "dist_network", "torch.distributed.DistNetworkError", C, "transient:network", "ref §6.2", transient=True),
+    # 14 other transient signatures: Bridge scripts/performance/setup_experiment.py::is_flaky_failure (docs/megatron-facts.md §6.2)
+    _sig(14, "dist_network", "torch.distributed.DistNetworkError", C, "transient:network", "docs/megatron-facts.md §6.2", transient=True),
     _sig(14, "server_socket", "The server socket has failed to listen on any local network address.", C,
-         "transient:network", "ref §6.2", transient=True),
-    _sig(14, "connection_reset", "Connection reset by peer", C, "transient:network", "ref §6.2", transient=True),
-    _sig(14, "ecc", "uncorrectable ECC error encountered", C, "transient:ecc", "ref §6.2", transient=True),
-    _sig(14, "illegal_instruction", "illegal instruction", C, "transient:cuda_error", "ref §6.2", transient=True),
-    _sig(14, "unspecified_launch", "unspecified launch failure", C, "transient:cuda_error", "ref §6.2", transient=True),
-    _sig(14, "double_free", "double free or corruption", C, "transient:memory_corruption", "ref §6.2", transient=True),
-    _sig(14, "invalid_pointer", "invalid pointer", C, "transient:memory_corruption", "ref §6.2", transient=True),
-    _sig(14, "tcache", "malloc(): unaligned tcache chunk detected", C, "transient:memory_corruption", "ref §6.2",
+         "transient:network", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "connection_reset", "Connection reset by peer", C, "transient:network", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "ecc", "uncorrectable ECC error encountered", C, "transient:ecc", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "illegal_instruction", "illegal instruction", C, "transient:cuda_error", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "unspecified_launch", "unspecified launch failure", C, "transient:cuda_error", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "double_free", "double free or corruption", C, "transient:memory_corruption", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "invalid_pointer", "invalid pointer", C, "transient:memory_corruption", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "tcache", "malloc(): unaligned tcache chunk detected", C, "transient:memory_corruption", "docs/megatron-facts.md §6.2",
          transient=True),
-    _sig(14, "unsorted_chunks", "free(): corrupted unsorted chunks", C, "transient:memory_corruption", "ref §6.2",
+    _sig(14, "unsorted_chunks", "free(): corrupted unsorted chunks", C, "transient:memory_corruption", "docs/megatron-facts.md §6.2",
          transient=True),
-    _sig(14, "glibc", "Fatal glibc error", C, "transient:memory_corruption", "ref §6.2", transient=True),
-    _sig(14, "zmq", "zmq.error.ZMQError: Address already in use", C, "transient:port_in_use", "ref §6.2",
+    _sig(14, "glibc", "Fatal glibc error", C, "transient:memory_corruption", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "zmq", "zmq.error.ZMQError: Address already in use", C, "transient:port_in_use", "docs/megatron-facts.md §6.2",
          transient=True),
-    _sig(14, "hf_hub", "We couldn't connect to 'https://huggingface.co'", C, "transient:hub", "ref §6.2", transient=True),
-    _sig(14, "unpack", "Unpack failed: incomplete input", C, "transient:io", "ref §6.2", transient=True),
-    _sig(14, "eof_data", "EOFError: No data left in file", C, "transient:io", "ref §6.2", transient=True),
-    # Follows every CUDA error (ref §5.8): transient only when nothing more specific explains the failure.
+    _sig(14, "hf_hub", "We couldn't connect to 'https://huggingface.co'", C, "transient:hub", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "unpack", "Unpack failed: incomplete input", C, "transient:io", "docs/megatron-facts.md §6.2", transient=True),
+    _sig(14, "eof_data", "EOFError: No data left in file", C, "transient:io", "docs/megatron-facts.md §6.2", transient=True),
+    # Follows every CUDA error (docs/megatron-facts.md §5.8): transient only when nothing more specific explains the failure.
     _sig(14, "cuda_launch_blocking", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1", C, "transient:cuda_error",
-         "ref §6.2", transient=True),
-    # 15 walltime (ref §5.8 slurmstepd; §6.2 timeout marker)
+         "docs/megatron-facts.md §6.2", transient=True),
+    # 15 walltime (docs/megatron-facts.md §5.8 slurmstepd; §6.2 timeout marker)
     _sig(15, TIME_LIMIT, "DUE TO TIME LIMIT", TIMEOUT, "hang_timeout", "slurmstepd `*** JOB <id> ON <node> "
-         "CANCELLED AT <ts> DUE TO TIME LIMIT ***` (ref §5.8)"),
-    # 16 NaN / Inf (ref §5.8 rerun state machine; MLM #5966)
-    _sig(16, "found_nan", "found NaN in", C, "nan", "MCore rerun_state_machine (ref §5.8, §6.2)", transient=True),
-    _sig(16, "found_inf", "found Inf in", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(16, "unexpected_nan", "Unexpected result nan", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(16, "unexpected_inf", "Unexpected result inf", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(16, "spiky_loss", "Spiky loss", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
+         "CANCELLED AT <ts> DUE TO TIME LIMIT ***` (docs/megatron-facts.md §5.8)"),
+    # 16 NaN / Inf (docs/megatron-facts.md §5.8 rerun state machine; MLM #5966)
+    _sig(16, "found_nan", "found NaN in", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8, §6.2)", transient=True),
+    _sig(16, "found_inf", "found Inf in", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8)"),
+    _sig(16, "unexpected_nan", "Unexpected result nan", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8)"),
+    _sig(16, "unexpected_inf", "Unexpected result inf", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8)"),
+    _sig(16, "spiky_loss", "Spiky loss", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8)"),
 )
 
 # Constraint texts first: a cause with a traceback frame is more specific than the generic text it shares
@@ -263,7 +263,7 @@ def transient_of(sigs: Iterable[Signature]) -> Signature | None:
 
 
 def find_transient(log: str | bytes | Path) -> str | None:
-    """The reference §6.2 transient substring in a failed run's log (a path, or the text itself), or None: None when
+    """The docs/megatron-facts.md §6.2 transient substring in a failed run's log (a path, or the text itself), or None: None when
     something deterministic explains the failure (config rejected, CUDA OOM, capture error: retrying cannot help)
     or the job hit its walltime. A line loop, no pandas: the run rule's waiting process stays small."""
     seen: dict[str, Signature] = {}

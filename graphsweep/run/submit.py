@@ -533,7 +533,7 @@ def execute_run(
     if record["exit_code"] != 0:
         transient = find_transient(log_path)
     if transient:
-        # One automatic retry for signatures known to be transient (Bridge's is_flaky_failure list, reference 6.2).
+        # One automatic retry for signatures known to be transient (Bridge's is_flaky_failure list, docs/megatron-facts.md §6.2).
         kept = jobs_dir / f"log.transient.{record['job_id']}.txt"
         shutil.copy(log_path, kept)
         say(f"{run_id}: transient failure ({transient}); retrying once")

@@ -4,8 +4,8 @@ Three launch modes (spec `workload.launch`):
 - ``entry``: graphsweep's own entry script (graphsweep/entry/megatron_entry.py, run by path inside the user's
   container) builds the Bridge recipe config, applies the Hydra overrides with Bridge's omegaconf_utils and
   prints post-capture memory plus explicit capture/replay markers on every iteration;
-- ``run_recipe``: Bridge's ``scripts/training/run_recipe.py --recipe NAME`` with trailing overrides (reference 4.2);
-- ``perf_harness``: ``scripts/performance/run_script.py`` flags (reference 4.4; it has no h200 GPU choice, so
+- ``run_recipe``: Bridge's ``scripts/training/run_recipe.py --recipe NAME`` with trailing overrides (docs/megatron-facts.md §4.2);
+- ``perf_harness``: ``scripts/performance/run_script.py`` flags (docs/megatron-facts.md §4.4; it has no h200 GPU choice, so
   ``-g h100``: same sm_90, 8 GPUs a node, perf recipes are looked up by name).
 
 Fairness (design "Measurement rules"): every arm of a shape gets the same overrides and environment except the
@@ -50,7 +50,7 @@ NAN_KEYS = ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_g
 RNG_KEYS = ("model.use_te_rng_tracker", "rng.te_rng_tracker")
 
 # One environment for all arms. COMMON_RECIPE_ENV_VARS of Bridge recipes (recipes/utils/environment_utils.py,
-# reference 3.5) plus CUDA_DEVICE_MAX_CONNECTIONS=1 (H100 dense perf recipes; MoE recipes use 32: set it in
+# docs/megatron-facts.md §3.5) plus CUDA_DEVICE_MAX_CONNECTIONS=1 (H100 dense perf recipes; MoE recipes use 32: set it in
 # workload.env). Bridge applies recipe env with setdefault, so exporting them here makes the values explicit
 # and identical for both arms. NCCL_GRAPH_REGISTER=0 goes with expandable segments (MCore cuda_graphs.py).
 # Not TORCH_NCCL_AVOID_RECORD_STREAMS=1: its behaviour is torch's only one from 2.8 on (pytorch PR #148590, kept out
@@ -64,7 +64,7 @@ DEFAULT_ENV: dict[str, str] = {
     "CUDA_DEVICE_MAX_CONNECTIONS": "1",
 }
 
-# Perf harness: argument_parser.py -g choices have no h200 (reference 4.4).
+# Perf harness: argument_parser.py -g choices have no h200 (docs/megatron-facts.md §4.4).
 PERF_HARNESS_GPU = "h100"
 SETUP_SECONDS = 120.0  # container start, imports (51-64 s per process on the H200 runs), init, data
 DEFAULT_GPUS_PER_NODE = 8
