@@ -1,11 +1,12 @@
 # Two entry points for a fresh machine (see README):
-#   make sweep   set up and run the default sweep end to end (local executor, builtin workload)
-#   make test    set up (system packages, local Slurm cluster) and run the tests
+#   make sweep      set up and run the default sweep end to end (local executor, builtin workload)
+#   make test       set up (system packages, local Slurm cluster) and run every test
+#   make test-fast  the in-process unit tests only (no torch, Snakemake, Slurm or Chromium process): under 2 minutes
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= 2
 
-.PHONY: sweep test install system slurm lint clean-results megatron-venv
+.PHONY: sweep test test-fast install system slurm lint clean-results megatron-venv
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,6 +28,10 @@ slurm: system
 
 test: install slurm
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -ra
+
+# tests/conftest.py --lane fast: deselects the tests marked slow/snakemake/torch/chromium/slurm/megatron, 60 s a test
+test-fast: install
+	$(PY) -m pytest --lane fast -q
 
 # Megatron Bridge's own config validator on the CPU (Python 3.12; `preflight: megatron` and the live truth check)
 megatron-venv:

@@ -4,7 +4,7 @@ One module for the code that writes logs (the builtin workload, the Megatron ent
 that reads them (graphsweep.parse), so a marker cannot be spelled two ways. Standard library only: the entry
 module imports it inside the user's container, where graphsweep's dependencies are not installed.
 
-Megatron's own formats are quoted from ../shared/docs/megatron-reference.md ("ref §x.y"), each with its source.
+Megatron's own formats are those of docs/megatron-facts.md ("§x.y" below), each with its source.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ RE_SEGMENT_END = re.compile(
 
 # --------------------------------------------------------------------------------------------------
 # Megatron's lines that graphsweep writes itself (so one parser reads the builtin workload and Megatron Bridge)
-# Bridge train_utils.py MEMORY_KEYS (ref §5.3), in Bridge's order: torch.cuda.memory_stats() key -> printed name.
+# Bridge train_utils.py MEMORY_KEYS (docs/megatron-facts.md §5.3), in Bridge's order: torch.cuda.memory_stats() key -> printed name.
 # Bridge prints "bytes" as "gigabytes" (1e9-byte GB, 5 significant digits); "retires" is Bridge's typo.
 MEMORY_KEYS = (
     ("allocated_bytes.all.current", "mem-allocated-gigabytes"),
@@ -136,7 +136,7 @@ def gigabytes(n: float) -> str:
 
 
 def memory_line(rank: int, iteration: int, stats: Mapping[str, float]) -> str:
-    """`[Rank r] (after i iterations) memory (GB) | ...` from torch.cuda.memory_stats() (Bridge >= 0.2, ref §5.3)."""
+    """`[Rank r] (after i iterations) memory (GB) | ...` from torch.cuda.memory_stats() (Bridge >= 0.2, docs/megatron-facts.md §5.3)."""
     parts = []
     for stat, name in MEMORY_KEYS:
         value = stats.get(stat, 0)
@@ -150,7 +150,7 @@ def now() -> str:
 
 def iteration_line(iteration: int, total: int, *, micro_batch: int, elapsed_ms: float, tflops: float, lr: float,
                    loss: float, grad_norm: float) -> str:
-    """Megatron Bridge train_utils.py::training_log (ref §5.1). `lm loss` is printed only when >= 0.0, so a NaN loss
+    """Megatron Bridge train_utils.py::training_log (docs/megatron-facts.md §5.1). `lm loss` is printed only when >= 0.0, so a NaN loss
     drops the key, as in Bridge."""
     s = f" [{now()}] iteration {iteration:8d}/{total:8d} | consumed samples: {iteration * micro_batch:12d} |"
     s += f" elapsed time per iteration (ms): {elapsed_ms:.1f} | throughput per GPU (TFLOP/s/GPU): {tflops:.1f} |"
@@ -160,7 +160,7 @@ def iteration_line(iteration: int, total: int, *, micro_batch: int, elapsed_ms: 
     return s + f" number of skipped iterations: {0:3d} | number of nan iterations: {0:3d} |"
 
 
-# Megatron texts the builtin workload prints at the same moments Megatron does (ref §5.5, §5.6)
+# Megatron texts the builtin workload prints at the same moments Megatron does (docs/megatron-facts.md §5.5, §5.6)
 TRAINING_START = "Starting training loop at iteration 0"  # Bridge train.py
 INIT_SECONDS = "time to initialize megatron (seconds): "  # Bridge setup marker
 # Bridge training/initialize.py L208 (rng_config.seed), MCore training/initialize.py L113 (args.seed): runs of one
@@ -180,9 +180,9 @@ AFTER_TRAINING = "[after training is done] datetime: {now} "  # MCore barrier_an
 
 # --------------------------------------------------------------------------------------------------
 # Reading logs (bytes: logs are read as bytes, line by line; a pattern is searched anywhere in a line, never anchored,
-# since srun labels, `[rankN]: ` prefixes and ranks glued into one physical line are all real). Sources: ref §5.1-5.6.
+# since srun labels, `[rankN]: ` prefixes and ranks glued into one physical line are all real). Sources: docs/megatron-facts.md §5.1-5.6.
 _F = rb"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf))"
-# Bridge train_utils.py::training_log / MLM training.py (ref §5.1): "iteration {:8d}/{:8d} |"
+# Bridge train_utils.py::training_log / MLM training.py (docs/megatron-facts.md §5.1): "iteration {:8d}/{:8d} |"
 ITER_NEEDLE = b"elapsed time per iteration"
 ITER_HEAD = re.compile(rb"iteration\s+(\d+)/\s*(\d+)\s*\|")
 ELAPSED = re.compile(rb"elapsed time per iteration \(ms\):\s*" + _F)
@@ -201,33 +201,33 @@ def decimals(number: bytes) -> int | None:
 
 
 THROUGHPUT = re.compile(rb"throughput per GPU \(TFLOP/s/GPU\):\s*" + _F)
-LM_LOSS = re.compile(rb"\blm loss:\s*" + _F)  # printed only when >= 0, so NaN removes it (ref §5.1)
+LM_LOSS = re.compile(rb"\blm loss:\s*" + _F)  # printed only when >= 0, so NaN removes it (docs/megatron-facts.md §5.1)
 GRAD_NORM = re.compile(rb"grad norm:\s*" + _F)
 ANY_LOSS_KEY = re.compile(rb"\| [\w ]*loss: ")
-# Bridge print_rank_0 (ref §5.2): "Step Time : {sec:.2f}s GPU utilization: {tflops:.1f}MODEL_TFLOP/s/GPU"
+# Bridge print_rank_0 (docs/megatron-facts.md §5.2): "Step Time : {sec:.2f}s GPU utilization: {tflops:.1f}MODEL_TFLOP/s/GPU"
 STEP_NEEDLE = b"Step Time :"
 STEP = re.compile(rb"Step Time :\s*([\d.]+)s GPU utilization:\s*([\d.]+)(?:MODEL_)?TFLOP/s/GPU")
-# Memory report (ref §5.3): Bridge GB (1e9 bytes) and MCore/MLM MB (MiB: MCore divides by 1024*1024)
+# Memory report (docs/megatron-facts.md §5.3): Bridge GB (1e9 bytes) and MCore/MLM MB (MiB: MCore divides by 1024*1024)
 MEM_NEEDLE = b") memory ("
 MEM_HEAD = re.compile(rb"\(after (\d+) iterations\) memory \((GB|MB)\)")
 # The fields read, in the order of a parsed memory record (graphsweep/parse/scan.py FileScan.memory):
 # current allocated, running peak allocated, running peak reserved, current reserved. Peaks run from process start
 # until torch.cuda.reset_peak_memory_stats() (the PEAKS_RESET marker says when graphsweep called it).
 MEM_FIELDS = ("alloc", "max_alloc", "max_reserved", "reserved")
-MEM_GB = {  # Bridge MEMORY_KEYS names (ref §5.3)
+MEM_GB = {  # Bridge MEMORY_KEYS names (docs/megatron-facts.md §5.3)
     "alloc": re.compile(rb"mem-allocated-gigabytes:\s*" + _F),
     "max_alloc": re.compile(rb"mem-max-allocated-gigabytes:\s*" + _F),
     "max_reserved": re.compile(rb"mem-max-reserved-gigabytes:\s*" + _F),
     "reserved": re.compile(rb"mem-reserved-gigabytes:\s*" + _F),  # reserved_bytes.all.current
 }
-MEM_MB = {  # MLM megatron/training/utils.py report_memory, torch.cuda.memory_*() / 1024**2 (ref §5.3)
+MEM_MB = {  # MLM megatron/training/utils.py report_memory, torch.cuda.memory_*() / 1024**2 (docs/megatron-facts.md §5.3)
     "alloc": re.compile(rb"\| allocated:\s*" + _F),
     "max_alloc": re.compile(rb"\| max allocated:\s*" + _F),
     "max_reserved": re.compile(rb"\| max reserved:\s*" + _F),
     "reserved": re.compile(rb"\| reserved:\s*" + _F),  # torch.cuda.memory_reserved()
 }
 MIB_TO_GB = 1024 * 1024 / 1e9
-# CUDA-graph lifecycle (ref §5.5) and the builtin workload (graphsweep/entry/builtin_gpt.py)
+# CUDA-graph lifecycle (docs/megatron-facts.md §5.5) and the builtin workload (graphsweep/entry/builtin_gpt.py)
 GRAPHABLE = re.compile(rb"Rank (\d+): (\d+) graphable layers\.")  # TECudaGraphHelper INFO
 TE_CAPTURE_START_B = TE_CAPTURE_START.encode()  # TECudaGraphHelper, rank 0
 TE_CAPTURE_TIME_RE = re.compile(rb"Time spent in CUDA Graphs capture on rank (\d+):\s*" + _F + rb"s")
@@ -242,7 +242,7 @@ LOCAL_BUILT = re.compile(rb"> built (\d+) cuda graph\(s\) in ([\d.]+) sec")
 # "was a capture running" (graphsweep/parse/signatures.py; graphsweep/parse/scan.py reads the same markers)
 CAPTURE_START_NEEDLES = (TE_CAPTURE_START_B, FULL_CAPTURE_START_B, OPT_CAPTURE_START_B)
 CAPTURE_DONE_NEEDLES = (FULL_CAPTURE_DONE_B, OPT_CAPTURE_DONE_B)
-# Start / end of the training loop (ref §5.5, §5.6)
+# Start / end of the training loop (docs/megatron-facts.md §5.5, §5.6)
 TRAIN_START = re.compile(rb"Starting training loop at iteration (\d+)")  # Bridge train.py
 TRAIN_START_MLM = b"[before the start of training step]"  # MCore barrier_and_log (MLM)
 SEED_NEEDLE = b"> setting random seeds to "
@@ -252,7 +252,7 @@ SEED_LINE = re.compile(rb"> setting random seeds to (\d+) \.\.\.")
 RNG_SECTION = b"[rng]:"
 RNG_SEED = re.compile(rb"(?:^|\]:)\s+seed: (\d+)\s*$")  # after an optional `[default0]:` rank prefix
 RNG_SECTION_LINES = 12  # the seed is one of the section's few fields
-END_MARKERS = (AFTER_TRAINING.split(" datetime")[0].encode(), b"exiting program at iteration")  # normal end (ref §5.6, §6.2)
+END_MARKERS = (AFTER_TRAINING.split(" datetime")[0].encode(), b"exiting program at iteration")  # normal end (docs/megatron-facts.md §5.6, §6.2)
 END_DATA = (b"StopIteration", b"AssertionError: no samples left to consume:")  # data exhausted: Bridge completes
 EXIT_MINUTES = re.compile(rb"exiting program after (\d+) minutes")  # --exit-duration-in-mins: graceful walltime
 SIGTERM_EXIT = b"exiting program after receiving SIGTERM."

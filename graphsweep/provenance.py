@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from graphsweep import __version__
+from graphsweep import __version__, resources
 
 PROVENANCE_VERSION = 1
 LOG_MARKER = "[graphsweep] provenance: "  # one line printed by the training process (inside the container)
@@ -275,8 +275,9 @@ def collect(
     prov["collected_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     guard("host", socket.gethostname)
     try:
-        repo = Path(__file__).resolve().parent.parent
-        prov["graphsweep"] = {"version": __version__, "path": str(repo), **git_state(repo)}
+        repo = resources.checkout()  # an installed graphsweep has no commit of its own (its venv may sit in a clone)
+        git = git_state(repo) if repo else {}
+        prov["graphsweep"] = {"version": __version__, "path": str(resources.SOURCE_ROOT), **git}
     except Exception as exc:  # noqa: BLE001
         errors.append(f"graphsweep: {exc}")
     guard("megatron", megatron_tree, env, bridge_dir or env.get("GRAPHSWEEP_BRIDGE_DIR"))

@@ -63,6 +63,10 @@ CONTROL = "control"  # the second eager arm of an A/A cell
 PAIR = "pair"  # one job that runs both arms of a cell in ABBA order (spec `pairing: true`)
 ARMS = (EAGER, GRAPH, CONTROL, PAIR)
 ABBA_DRIVER = "graphsweep.run.abba"  # python -m ABBA_DRIVER runs a pair job's segments (graphsweep/run/abba.py)
+# The interpreter a plan names for graphsweep's own programs (`python -m graphsweep...`: the builtin trainer, the ABBA
+# driver) when the spec names none: the job runs them with its own interpreter (run/job.py own_interpreter), so no
+# plan holds the controller venv's path and moving the venv changes no run's command.
+PYTHON = "python"
 AA = "aa"  # the A/A control cell's variant name (eager against eager: the measured false-positive rate)
 RESERVED_VARIANT_NAMES = (EAGER, AA)
 
@@ -118,6 +122,37 @@ class LaunchPlan:
         if self.srun:
             cmd = shlex.join(["srun", *self.srun_args]) + " " + cmd
         return f"{env} {cmd}".strip()
+
+
+@dataclass(frozen=True)
+class GraphOverrides:
+    """What a graph variant's command sets that its shape's eager command does not: the settings a user pastes into
+    their own training command for this graph. The workload that builds the command records them at plan time
+    (plan.parquet `graph_overrides`, as to_json); the report's Recommendations paste them."""
+
+    what: str  # what the tokens are, as the report names them ("Megatron Bridge overrides", "trainer flags")
+    paste: tuple[str, ...]  # the command's words (argv, unquoted), in its order
+    shared: tuple[str, ...] = ()  # graph settings both arms ran with: how the graph was measured, no difference
+
+    @property
+    def line(self) -> str:
+        """The words as a shell takes them (quoted where a shell would read them otherwise)."""
+        return shlex.join(self.paste)
+
+    @property
+    def shared_line(self) -> str:
+        return shlex.join(self.shared)
+
+    def to_json(self) -> str:
+        return json.dumps({"what": self.what, "paste": list(self.paste), "shared": list(self.shared)})
+
+    @classmethod
+    def from_json(cls, text: Any) -> "GraphOverrides | None":
+        """The record of a plan row; None where there is none (an eager run, a plan written before the column)."""
+        if not isinstance(text, str) or not text:
+            return None
+        d = json.loads(text)
+        return cls(str(d["what"]), tuple(map(str, d["paste"])), tuple(map(str, d.get("shared", ()))))
 
 
 # --------------------------------------------------------------------------------------------------

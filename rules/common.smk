@@ -8,6 +8,7 @@ from snakemake.utils import validate
 
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
 from graphsweep.plan.planner import plan_sweep, submitted, write_plan
+from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.plan.repeats import RepeatsError, apply_extra
 from graphsweep.run.controller import end_of_sweep, hold, holder, how_to_resume, release
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
@@ -16,7 +17,7 @@ from graphsweep.smk import config_problem, logging_to
 from graphsweep.vocab import SpecError, SweepPaths
 
 try:
-    validate(config, "../configs/schema/config.schema.yaml")
+    validate(config, str(data_file(CONFIG_SCHEMA)))
 except WorkflowError as error:
     # a mistyped --config (archive_logs=maybe, cluster=slrum, specs=...): one line, not the schema dump
     sys.exit(

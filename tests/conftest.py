@@ -1,39 +1,49 @@
-"""Shared test helpers: the repository root and a scratch copy of the workflow to run Snakemake in."""
+"""pytest's hooks and fixtures (helpers live in tests/support.py): the test lanes.
+
+`pytest --lane fast` (`make test-fast`) runs the in-process unit tests: it deselects every test marked with one of
+the HEAVY markers (pyproject.toml describes them) and fails a test that starts such a process all the same, in
+pytest's process and in every Python process the tests start (tests/lane/sitecustomize.py), so a missing marker is
+found, not paid for. `make test` runs every lane.
+"""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED_FIXTURES = ROOT / "tests" / "fixtures"
+from tests.lane.sitecustomize import HEAVY, LANE_ENV, install
+from tests.support import ROOT
 
-
-def copy_workflow(dest: Path) -> Path:
-    """A working directory with the workflow's configs, as a user's clone would have them."""
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(ROOT / "configs", dest / "configs", dirs_exist_ok=True)
-    return dest
+FAST_TIMEOUT_S = 60  # per test in the fast lane (pyproject.toml sets the default for the others)
 
 
-def snakemake(workdir: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run the real Snakemake CLI on the repository's Snakefile in workdir."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--lane", choices=("all", "fast"), default="all",
+                     help="fast: in-process unit tests only (no torch, Snakemake, Slurm or Chromium process)")
 
 
-def run_spec(dest: Path, name: str, spec: dict) -> Path:
-    """A working directory where the sweep spec `spec` (written as configs/NAME.yaml) ran to the end with Snakemake."""
-    workdir = copy_workflow(dest)
-    (workdir / "configs" / f"{name}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    proc = snakemake(workdir, "--cores", "2", "--config", f"spec=configs/{name}.yaml")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return workdir
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("lane") != "fast":
+        return
+    if not config.getoption("timeout", None):
+        config.option.timeout = FAST_TIMEOUT_S
+    lane = str(Path(__file__).resolve().parent / "lane")
+    os.environ[LANE_ENV] = "fast"
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (lane, os.environ.get("PYTHONPATH")) if p)
+    install()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("lane") != "fast":
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if any(item.get_closest_marker(m) for m in HEAVY) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Pairing (spec `pairing: true`): the ABBA driver, splitting its log, one measured run per arm, and the verdict.
 
-The "training" here is a 20-line script that prints Megatron Bridge log lines (reference §5.1 per-iteration line
+The "training" here is a 20-line script that prints Megatron Bridge log lines (docs/megatron-facts.md §5.1 per-iteration line
 from train_utils.py::training_log, §5.5 full-iteration capture lines, §5.6 start/end markers), so every test runs
 the real driver, the real parser and the real compare in well under a second each.
 """
@@ -37,11 +37,11 @@ FAKE_TRAIN = textwrap.dedent(
     import sys
     ms, iters, warmup, graph = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "graph"
     oom = len(sys.argv) > 5 and sys.argv[5] == "oom"
-    print("time to initialize megatron (seconds): 0.5")  # reference 5.6
+    print("time to initialize megatron (seconds): 0.5")  # docs/megatron-facts.md §5.6
     print("Starting training loop at iteration 0")
     for i in range(1, iters + 1):
         if graph and i == warmup + 1:
-            print("Capture CUDA graph for training!!!")  # megatron.core.full_cuda_graph, reference 5.5
+            print("Capture CUDA graph for training!!!")  # megatron.core.full_cuda_graph, docs/megatron-facts.md §5.5
             if oom:
                 print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
                       "capacity of 139.80 GiB of which 1.06 GiB is free.")
@@ -49,7 +49,7 @@ FAKE_TRAIN = textwrap.dedent(
             print("CUDA graph capture done for training!!!")
             print("[graphsweep] capture seconds: 0.020")
         t = 3 * ms if i == 1 else ms * (1 + 0.004 * ((i * 7) % 5 - 2))  # slow first step, small deterministic jitter
-        # reference 5.1: Bridge training_log, last rank
+        # docs/megatron-facts.md §5.1: Bridge training_log, last rank
         print(f" [2026-11-30 10:00:00] iteration {i:8d}/{iters:8d} | consumed samples: {i:12d} | "
               f"elapsed time per iteration (ms): {t:.1f} | learning rate: 1.000000E-04 | global batch size:     1 | "
               f"lm loss: 6.000000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | "

@@ -5,17 +5,20 @@ and no module a newcomer cannot read in one sitting."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "graphsweep"
+from tests.support import ROOT
+
+PACKAGE = ROOT / "graphsweep"
 
 # Bottom to top. A module imports from its own package or from packages on lower floors, never from above or
 # from a sibling on its own floor.
 FLOORS: list[set[str]] = [
-    {"__init__", "vocab", "logformat", "provenance", "smk"},  # ground: the vocabulary, standard library only
+    {"__init__", "vocab", "logformat", "provenance", "resources", "smk"},  # ground: standard library only
     {"constraints", "entry", "store"},
     {"workloads", "parse", "judge"},
     {"sweepspec", "report"},
@@ -153,3 +156,81 @@ def test_the_checks_see_a_real_upward_import(tmp_path: Path) -> None:
     assert ("graphsweep.report.write", 1, False) in found
     assert ("pandas", 4, True) in found
     assert _floor_of("graphsweep.report.write")[0] > _floor_of("graphsweep.store.tables")[0]
+
+
+# Where a module may compute a path from its own __file__ (resources.py is the place for it). The programs run by path
+# put the folder that holds graphsweep on sys.path before they can import resources; the Bridge worker starts itself.
+OWN_PATH_ALLOWED = {
+    "graphsweep.entry.megatron_entry": "run by path inside the user's container: graphsweep onto sys.path first",
+    "graphsweep.workloads.bridge_check": "the worker runs by path: graphsweep onto sys.path first, and starts itself",
+    "graphsweep.report.html": "reads report.css beside itself (package data, in the wheel too)",
+}
+
+
+def own_path_uses(name: str) -> list[str]:
+    """Lines of a module that name __file__ (repository-root arithmetic like Path(__file__).resolve().parents[2])."""
+    lines = MODULES[name].read_text().splitlines()
+    return [f"{MODULES[name].relative_to(PACKAGE.parent)}:{i}: {line.strip()}" for i, line in enumerate(lines, 1)
+            if "__file__" in line and not line.lstrip().startswith("#")]
+
+
+def test_only_resources_knows_where_the_package_lies() -> None:
+    found = [hit for name in MODULES if name not in OWN_PATH_ALLOWED and name != "graphsweep.resources"
+             for hit in own_path_uses(name)]
+    assert not found, "paths from __file__ outside graphsweep/resources.py (use resources.SOURCE_ROOT or a " \
+                      "package-data name there):\n" + "\n".join(found)
+    for name in OWN_PATH_ALLOWED:
+        assert own_path_uses(name), f"{name} no longer names __file__: drop it from OWN_PATH_ALLOWED"
+
+
+# Test modules share helpers through tests/support.py only. The preflight case table stays in tests/test_preflight.py
+# while branch `releases` rewrites it (issue 22): move it into support.py once that work has landed.
+TEST_IMPORTS_ALLOWED = {("test_bridge_agreement", "tests.test_preflight")}
+
+
+def _not_through_support(target: str) -> bool:
+    """An import of another test module, of conftest, or of a benchmark script."""
+    parts = target.split(".")
+    inner = parts[1:] if parts[0] == "tests" else parts
+    benchmark = parts[0] == "benchmarks" or (PACKAGE.parent / "benchmarks" / f"{parts[0]}.py").is_file()
+    return benchmark or any(p == "conftest" or p.startswith("test_") for p in inner)
+
+
+def test_tests_share_helpers_through_support_only(tmp_path: Path) -> None:
+    tests = PACKAGE.parent / "tests"
+    found = [f"{path.relative_to(tests.parent)}:{line} imports {target}"
+             for path in sorted(tests.rglob("test_*.py")) for target, line, _ in _imports(path)
+             if _not_through_support(target) and (path.stem, target) not in TEST_IMPORTS_ALLOWED]
+    assert not found, "test modules import helpers from tests/support.py, not from each other:\n" + "\n".join(found)
+    fake = tmp_path / "test_x.py"  # the check itself can fail
+    fake.write_text("from test_report import build_sweep\nfrom tests.conftest import ROOT\nimport realjobs\n"
+                    "from tests.support import ROOT\n")
+    assert [_not_through_support(t) for t, _, _ in _imports(fake)] == [True, True, True, False]
+
+
+def test_the_report_reads_tables_not_workloads() -> None:
+    """The report is made from the four tables alone: what a workload knows (the overrides to paste) is in the plan."""
+    found = [f"{name}:{line} imports {target}" for name, path in MODULES.items() if name.startswith("graphsweep.report")
+             for target, line, _ in _imports(path) if target.startswith("graphsweep.workloads")]
+    assert not found, found
+
+
+FACTS = ROOT / "docs" / "megatron-facts.md"
+
+
+def test_megatron_fact_pointers_name_sections_of_the_repositorys_own_doc() -> None:
+    """Every `§N.M` the code, tests and docs cite is a section of docs/megatron-facts.md; none points at a research
+    note outside the repository (the old `ref §x.y`), and no text a user sees says `ref §`."""
+    sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)[. ]", FACTS.read_text(), re.M))
+    tracked = [ROOT / p for p in ("graphsweep", "tests", "docs", "rules", "scripts", "benchmarks", "configs", "tools")]
+    files = [f for d in tracked for f in d.rglob("*") if f.suffix in (".py", ".md", ".smk", ".yaml", ".sh")
+             and "fixtures/logs" not in f.as_posix() and f not in (FACTS, Path(__file__).resolve())] + [ROOT / "README.md"]
+    stale, unknown = [], []
+    for f in files:
+        text = f.read_text(errors="replace")
+        stale += [f"{f.relative_to(ROOT)}: {m}" for m in re.findall(r"\bref §[\d.]+|megatron-reference", text)]
+        for first, last in re.findall(r"§(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?", text):  # every § is that file's
+            unknown += [f"{f.relative_to(ROOT)}: §{s}" for s in (first, last) if s and s not in sections]
+    assert not stale, stale
+    assert not unknown, f"no such section in {FACTS.name}: {unknown}"
+    assert {"3.1", "4.4", "5.3", "5.8", "6.2"} <= sections  # the check reads the headings it is meant to

@@ -22,9 +22,8 @@ from graphsweep.cli import main as cli_main
 from graphsweep.run.ingest import IngestError, match_files
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import SpecError
-from tests.conftest import ROOT, run_spec, snakemake
+from tests.support import ROOT, run_spec, snakemake
 
-pytestmark = pytest.mark.slow
 
 LOGS = ROOT / "tests" / "fixtures" / "logs"
 # Hand-made runs on one H200: eager, TE scoped attn, local full-iteration, and a config Bridge rejected.
@@ -63,6 +62,8 @@ def archived(ingested):
     return archive
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_hand_made_logs_become_a_report_with_no_job_submitted(ingested):
     out = ingested / "results" / "h200-by-hand"
     assert not (out / ".jobs").exists()  # submit.py keeps every submitted job's side file and submitit folder here
@@ -81,6 +82,8 @@ def test_hand_made_logs_become_a_report_with_no_job_submitted(ingested):
     assert "h200-by-hand" in report and "te_attn" in report
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_archive_verifies_and_is_queried_from_another_folder(archived, tmp_path):
     assert archived.name.startswith("h200-by-hand-") and archived.name.endswith("Z.tar.gz")
     assert cli_main(["verify-archive", str(archived)]) == 0
@@ -107,6 +110,8 @@ def test_archive_verifies_and_is_queried_from_another_folder(archived, tmp_path)
     assert iters.height > 0 and iters["elapsed_ms"].min() > 0
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_catalog_spans_the_live_sweep_and_its_archive(ingested, archived, tmp_path):
     out = tmp_path / "catalog"
     assert catalog.main([str(out), "--results", str(ingested / "results")]) == 0
@@ -121,6 +126,8 @@ def test_catalog_spans_the_live_sweep_and_its_archive(ingested, archived, tmp_pa
     assert catalog.export(out, archives=[archived]) == []  # already in: left as it is
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_archive_never_overwrites_and_can_leave_logs_out(ingested, tmp_path):
     sweep_dir = ingested / "results" / "h200-by-hand"
     spec = ingested / "configs" / "by-hand.yaml"
@@ -140,6 +147,8 @@ def test_archive_never_overwrites_and_can_leave_logs_out(ingested, tmp_path):
     first.unlink()
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_tampered_archive_fails_verification(archived, tmp_path, capsys):
     bad = tmp_path / "bad.tar.gz"
     with tarfile.open(archived, "r:gz") as src, tarfile.open(bad, "w:gz") as dst:
@@ -176,6 +185,7 @@ def test_repeats_and_axes_come_from_named_groups(tmp_path):
     assert "oom-eager-capped.log" in m.ignored
 
 
+@pytest.mark.snakemake
 def test_per_rank_files_of_one_run_are_one_run(tmp_path):
     """torchrun's per-rank stdout/stderr files of the 2-GPU TE attn run, next to the all-ranks eager log."""
     folder = tmp_path / "logs"
@@ -196,6 +206,7 @@ def test_per_rank_files_of_one_run_are_one_run(tmp_path):
     assert (tmp_path / "results" / "h200-by-hand" / "report.html").stat().st_size > 0
 
 
+@pytest.mark.snakemake
 def test_arms_named_by_container_in_the_file_names_are_not_compared(tmp_path):
     """Logs filed under the container that made them: the prov_container group records it."""
     folder = tmp_path / "logs"

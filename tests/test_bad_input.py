@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from graphsweep import cli
-from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.support import ROOT, copy_workflow, snakemake
 
 BASE_TEXT = (ROOT / "configs" / "sweep.yaml").read_text()
 MEGATRON = yaml.safe_load((ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml").read_text())
@@ -93,6 +93,7 @@ def test_a_broken_spec_is_one_line_in_every_command(tmp_path, capsys, monkeypatc
 
 
 @pytest.mark.slow
+@pytest.mark.snakemake
 @pytest.mark.parametrize("name", sorted(BROKEN_SPECS))
 def test_a_broken_spec_stops_snakemake_with_one_line_and_no_job(tmp_path, name):
     workdir = copy_workflow(tmp_path / "wf")
@@ -222,6 +223,7 @@ def test_a_misspelled_graph_field_in_a_spec_is_refused(tmp_path, capsys):
 # Snakemake settings: one line, and archive_logs=false as the README writes it
 
 @pytest.mark.slow
+@pytest.mark.snakemake
 @pytest.mark.parametrize("setting, needle", [
     ("archive_logs=maybe", "key 'archive_logs' = 'maybe': must be one of"),
     ("cluster=slrum", "key 'cluster' = 'slrum'"),

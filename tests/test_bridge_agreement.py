@@ -31,7 +31,7 @@ from graphsweep.constraints import catalogue, hydra
 from graphsweep.plan.planner import plan_sweep
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.workloads import bridge_check
-from tests.conftest import ROOT
+from tests.support import ROOT
 from tests.test_preflight import CASES, case
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bridge_validator.json"

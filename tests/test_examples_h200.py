@@ -18,9 +18,8 @@ import pytest
 from graphsweep import provenance
 from graphsweep.parse.run import parse_run
 from graphsweep.store.tables import RUN_TIME_COLUMNS
-from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.support import ROOT, copy_workflow, snakemake
 
-pytestmark = pytest.mark.slow
 
 EXAMPLES = ROOT / "results" / "examples"
 SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense")
@@ -43,6 +42,8 @@ def rederive(tmp: Path, sweep: str, runs: Path | None = None) -> Path:
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 @pytest.mark.parametrize("sweep", SWEEPS)
 def test_the_committed_verdicts_come_back_from_the_real_logs(tmp_path: Path, sweep: str) -> None:
     out = rederive(tmp_path, sweep)
@@ -130,6 +131,8 @@ def test_the_results_doc_quotes_the_committed_intervals(sweep: str) -> None:
         assert quoted in doc, (r.cell_id, quoted)
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_the_dense_specs_earlier_sweep_gives_what_the_docs_quote(tmp_path: Path) -> None:
     """benchmarks/data/h200-dense-sweep-a: the same spec on another H200, minutes earlier (docs/results-h200.md)."""
     out = rederive(tmp_path, "megatron-tiny-vanilla-gpt", ROOT / "benchmarks" / "data" / "h200-dense-sweep-a" / "runs")

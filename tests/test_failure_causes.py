@@ -77,7 +77,7 @@ CASES = [
          TE_CAP + rc.te_capture_failure("torch.AcceleratorError", rc.cuda_msg(UNJOINED_DOC,
                                                                               "cudaErrorStreamCaptureUnjoined")),
          BLOCKED, "blocked_capture", CAPTURE, "capture_unjoined", f"{UNJOINED_DOC} (cudaErrorStreamCaptureUnjoined)"),
-    Case("te_capture_unjoined_cudart", "libcudart 13.0 cudaGetErrorString(cudaErrorStreamCaptureUnjoined); ref §5.8",
+    Case("te_capture_unjoined_cudart", "libcudart 13.0 cudaGetErrorString(cudaErrorStreamCaptureUnjoined); docs/megatron-facts.md §5.8",
          TE_CAP + rc.te_capture_failure("torch.AcceleratorError", rc.cuda_msg(
              "capturing stream has unjoined work", "cudaErrorStreamCaptureUnjoined")),
          BLOCKED, "blocked_capture", CAPTURE, "capture_unjoined",
@@ -214,20 +214,20 @@ RETRY_TEXTS: dict[str, tuple[list[str], str]] = {
                             "libcudart 13.0 cudaGetErrorString; a GPU held by another process"),
     "illegal_memory_access": (_cuda("an illegal memory access was encountered", "cudaErrorIllegalAddress"),
                               "TE #3316 (field-failures.md row 3); Bridge is_flaky_failure"),
-    "nccl_watchdog": ([rc.wd22], "ref §5.8 (MLM #735) in torch 2.11's ProcessGroupNCCL form"),
+    "nccl_watchdog": ([rc.wd22], "docs/megatron-facts.md §5.8 (MLM #735) in torch 2.11's ProcessGroupNCCL form"),
     "nccl_failed": (["[E ProcessGroupNCCL.cpp:475] Some NCCL operations have failed or timed out. Due to the "
                      "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/"
-                     "incomplete data."], "ref §5.8; torch 2.11 WorkNCCL::handleException (libtorch_cuda.so)"),
+                     "incomplete data."], "docs/megatron-facts.md §5.8; torch 2.11 WorkNCCL::handleException (libtorch_cuda.so)"),
     "nccl_remote": (["torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:"
                      "275, remote process exited or there was a network error, NCCL version 2.21.5",
                      "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
-                     "prematurely."], "ref §5.8; torch 2.11 getNcclErrorDetailStr (libtorch_cuda.so)"),
+                     "prematurely."], "docs/megatron-facts.md §5.8; torch 2.11 getNcclErrorDetailStr (libtorch_cuda.so)"),
     "nccl_remote_text": (["torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
                           "ProcessGroupNCCL.cpp:3690, remote process exited or there was a network error, NCCL "
                           "version 2.28.9"], "libnccl 2.28.9 ncclGetErrorString in torch 2.11's NCCL error"),
     "nccl_unhandled_cuda": (["RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
                              "NCCL version 2.21.5 ncclUnhandledCudaError: Call to CUDA function failed."],
-                            "ref §5.8"),
+                            "docs/megatron-facts.md §5.8"),
     "cuda_call_failed": (["ncclUnhandledCudaError: Call to CUDA function failed."],
                          "torch 2.11 getNcclErrorDetailStr (libtorch_cuda.so); Bridge is_flaky_failure"),
     "illegal_instruction": (_cuda("an illegal instruction was encountered", "cudaErrorIllegalInstruction"),
@@ -236,12 +236,12 @@ RETRY_TEXTS: dict[str, tuple[list[str], str]] = {
                            "libcudart 13.0 cudaGetErrorString; Bridge is_flaky_failure"),
     "dist_network": (["torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
                       "network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address "
-                      "already in use"], "ref §5.8; torch 2.11 TCPStore text (libtorch_cpu.so)"),
+                      "already in use"], "docs/megatron-facts.md §5.8; torch 2.11 TCPStore text (libtorch_cpu.so)"),
     "server_socket": (["[W1130 09:10:02.000000000 socket.cpp:759] [c10d] The server socket has failed to listen on "
                        "any local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: "
                        "address already in use"], "torch 2.11 TCPStore text (libtorch_cpu.so) as c10d logs it"),
     "connection_reset": (["RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
-                          "peer [10.0.0.2]:29500: Connection reset by peer"], "ref §5.8"),
+                          "peer [10.0.0.2]:29500: Connection reset by peer"], "docs/megatron-facts.md §5.8"),
     "zmq": (["zmq.error.ZMQError: Address already in use (addr='tcp://*:5555')"], "Bridge is_flaky_failure (pyzmq)"),
     "hf_hub": (["OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in "
                 "the cached files."], "transformers 5.12.1 utils/hub.py L514; Bridge is_flaky_failure"),
@@ -285,7 +285,7 @@ NOT_TRANSIENT = [
     ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1", None),  # boilerplate: proves nothing
     ("Segmentation fault (core dumped)", "segfault"),
     ("ERROR:megatron.core.rerun_state_machine: found NaN in local grad norm for bucket #0 in backward pass before "
-     "data-parallel communication collective", "nan"),  # MLM #5966 (ref §6.1)
+     "data-parallel communication collective", "nan"),  # MLM #5966 (docs/megatron-facts.md §6.1)
     ("double free or corruption (!prev)", "memory_corruption"),
     ("free(): invalid pointer", "memory_corruption"),
     ("malloc(): unaligned tcache chunk detected", "memory_corruption"),

@@ -129,7 +129,7 @@ ROWS += [
         "walltime ends it. 8 steady iterations were measured before it", TIMEOUT, "hang_timeout", STEADY, "time_limit",
         "DUE TO TIME LIMIT", usable=True),
     Row("ff22_steady_hang_watchdog", "22", "Bridge PR #2258 (hang on GB300); torch 2.11 ProcessGroupNCCL watchdog text "
-        "(ref §5.8, MLM #735): a collective timeout in steady state is retried once, in any arm", CRASHED, "nccl_error",
+        "(docs/megatron-facts.md §5.8, MLM #735): a collective timeout in steady state is retried once, in any arm", CRASHED, "nccl_error",
         STEADY, "nccl_watchdog", "Watchdog caught collective operation timeout",
         retried="Watchdog caught collective operation timeout"),
     Row("ff23_fsdp_te_replay_ima", "23", "MLM PR #4232, Bridge #2427: an illegal memory access at replay, TE scoped "

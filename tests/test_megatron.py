@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from graphsweep.resources import SOURCE_ROOT
 from graphsweep.workloads import megatron_bridge as megatron
 from graphsweep.parse.run import parse_run
 from graphsweep.workloads.registry import launch_plan, preflight
 from graphsweep.sweepspec.load import load_spec, validate_spec
 from graphsweep.vocab import SpecError
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "configs" / "examples").glob("megatron-*.yaml"))
 EXAMPLE = {p.stem: p for p in EXAMPLES}
 # What preflight blocks in the examples on purpose: the dropless MoE's full-iteration cell (it failed at capture on
@@ -34,7 +35,7 @@ def golden_text(spec_path: Path) -> str:
     spec = load_spec(spec_path)
     lines = [f"# {spec.name}: one run per line, run_id then the exact command ({{REPO}} = repository root)"]
     for run in spec.runs():
-        lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(megatron.REPO_ROOT), '{REPO}')}")
+        lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(SOURCE_ROOT), '{REPO}')}")
     return "\n".join(lines) + "\n"
 
 
@@ -130,7 +131,7 @@ def test_slurm_shape_two_nodes_one_task_per_gpu():
     assert (plan.nodes, plan.gpus_per_node, plan.tasks_per_node, plan.srun) == (2, 8, 8, True)
     assert plan.srun_args[:4] == ["--nodes=2", "--ntasks=16", "--ntasks-per-node=8", "--kill-on-bad-exit=1"]
     assert "--container-image=nvcr.io/nvidia/nemo:25.11" in plan.srun_args
-    assert f"--container-mounts={megatron.REPO_ROOT}:{megatron.REPO_ROOT}" in plan.srun_args
+    assert f"--container-mounts={SOURCE_ROOT}:{SOURCE_ROOT}" in plan.srun_args
     assert megatron.slurm_parameters(run) == {
         "nodes": 2, "tasks_per_node": 8, "gpus_per_node": 8, "slurm_use_srun": False, "timeout_min": 45}
 
@@ -153,7 +154,7 @@ def test_local_cluster_uses_one_torchrun():
     run = load_spec(ROOT / "configs/examples/megatron-tiny-vanilla-gpt.yaml").runs()[0]
     plan = launch_plan(run)
     assert plan.argv[:6] == ["python", "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=1"]
-    assert plan.argv[6] == str(megatron.REPO_ROOT / megatron.ENTRY_RELPATH)
+    assert plan.argv[6] == str(SOURCE_ROOT / megatron.ENTRY_RELPATH)
 
 
 def test_run_recipe_and_perf_harness_launches():

@@ -10,7 +10,6 @@ the control cell is inconclusive whatever the CPU's timings, so the test needs n
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
@@ -20,33 +19,8 @@ import yaml
 
 from graphsweep.plan import repeats
 from graphsweep.sweepspec.load import load_spec
-from tests.conftest import ROOT, copy_workflow, run_spec, snakemake
-
-pytestmark = pytest.mark.slow
-
-SPEC = {
-    "sweep": "adaptive",
-    "workload": {"kind": "builtin"},
-    "axes": {"hidden": [32]},
-    "fixed": {"layers": 1, "heads": 2, "seq_length": 16, "micro_batch": 1, "vocab": 64},
-    "variants": [{"impl": "full_iteration"}],  # blocked on the CPU: never inconclusive, never repeated
-    "aa_control": True,
-    "repeats": 2,
-    "warmup": 1,
-    "iterations": 8,
-    "margin": 0.000001,  # so small that no interval fits inside: the A/A cell cannot be neutral
-    "adaptive_repeats": True,  # more-repeats is allowed: each look at alpha 0.025
-    "executor": {"cluster": "local", "timeout_min": 5},
-}
-
-
-def planned_runs(text: str) -> set[str]:
-    """run_ids of the `run` jobs a `snakemake -n` would execute."""
-    ids = set()
-    for block in re.split(r"\n\s*\n", text):
-        if re.search(r"^(local)?rule run:", block, re.M):
-            ids.update(re.findall(r"run_id=([^\s,]+)", block))
-    return ids
+from tests.support import ADAPTIVE_SPEC as SPEC
+from tests.support import ROOT, copy_workflow, planned_runs, run_spec, snakemake
 
 
 def finished_files(out) -> dict[str, tuple[bytes, int]]:
@@ -70,6 +44,8 @@ def swept(tmp_path_factory):
     return workdir, out, inconclusive
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_more_repeats_plans_only_inconclusive_cells_and_the_dry_run_lists_only_new_runs(swept):
     workdir, out, inconclusive = swept
     before = finished_files(out)
@@ -103,6 +79,8 @@ def test_more_repeats_plans_only_inconclusive_cells_and_the_dry_run_lists_only_n
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_plan_records_the_extra_repeats(swept):
     from graphsweep.store.tables import table_info
 
@@ -113,6 +91,7 @@ def test_plan_records_the_extra_repeats(swept):
     assert set(table_info(out / "plan.parquet")["extra"]["extra_repeats"]) == inconclusive
 
 
+@pytest.mark.snakemake
 def test_a_broken_extra_repeats_file_stops_the_workflow_with_the_key(tmp_path):
     workdir = copy_workflow(tmp_path)
     (workdir / "configs" / "adaptive.yaml").write_text(yaml.safe_dump(SPEC, sort_keys=False))

@@ -15,11 +15,9 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT, run_spec, snakemake
-from tests.test_more_repeats import SPEC as ADAPTIVE_SPEC
-from tests.test_more_repeats import planned_runs
+from tests.support import ADAPTIVE_SPEC, ROOT, planned_runs, run_spec, snakemake
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.snakemake]
 
 # the adaptive-repeats sweep (one tiny shape, a CPU-blocked graph variant, an A/A cell), run as pair jobs
 SPEC = {**ADAPTIVE_SPEC, "sweep": "paired", "pairing": True}

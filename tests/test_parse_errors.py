@@ -1,4 +1,4 @@
-"""Error texts of megatron-reference §5.8 / §6.1 (and every catalogue signature) inside realistic logs.
+"""Error texts of docs/megatron-facts.md §5.8 / §6.1 (and every catalogue signature) inside realistic logs.
 
 The surrounding log is real: the setup part of tests/fixtures/logs/megatron-h200/te_attn.log and its real
 iteration / Step Time / capture lines, renumbered. Then line prefixes (srun labels, `[rank4]: `,
@@ -94,7 +94,7 @@ def test_every_needle_is_reachable_through_the_prefilter() -> None:
         assert any(a in t for t in texts for a in oc.ERROR_ANCHORS), sig.id
 
 
-# Full lines quoted or described in the reference (§5.8, §6.1), with what they must become.
+# Full lines quoted or described in docs/megatron-facts.md (§5.8, §6.1), with what they must become.
 REFERENCE_LINES = [
     # §5.8 allocator OOM, new and old formats
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.54 GiB. GPU 0 has a total capacity of 79.11 GiB "

@@ -14,8 +14,9 @@ import pytest
 from graphsweep import logformat as lf
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.scan import scan_text
+from tests.support import ROOT
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "results" / "examples"
+EXAMPLES = ROOT / "results" / "examples"
 TINY = EXAMPLES / "megatron-tiny-vanilla-gpt" / "runs"
 ATTN_MLP_R1 = TINY / "s1024-mb1-6d688f.attn+mlp.r1" / "log.txt"
 EAGER_R1 = TINY / "s1024-mb1-6d688f.eager.r1" / "log.txt"
@@ -96,7 +97,7 @@ def test_memory_line_round_trip_keeps_reserved_apart_from_its_peak() -> None:
 
 
 def test_mcore_mb_memory_line_reserved_field() -> None:
-    # MLM report_memory's format (ref §5.3); the numbers constructed with reserved below max reserved
+    # MLM report_memory's format (docs/megatron-facts.md §5.3); the numbers constructed with reserved below max reserved
     line = ("[Rank 4] (after 6 iterations) memory (MB) | allocated: 21540.77294921875 | max allocated: 25000.5 | "
             "reserved: 29000.0 | max reserved: 31336.0")
     fs = scan_text(line + "\n")

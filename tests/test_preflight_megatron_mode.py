@@ -11,8 +11,8 @@ import yaml
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import SpecError
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"
 
 

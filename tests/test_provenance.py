@@ -22,7 +22,7 @@ from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.run.job import job_main
 from graphsweep.run.submit import execute_run
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 PROBE = ROOT / "tests" / "fixtures" / "logs" / "h200-probe"
 GRAPH_ENV = {"NCCL_GRAPH_REGISTER": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,28 +16,7 @@ from PIL import Image
 
 from graphsweep.report.write import write_reports
 from graphsweep.vocab import VERDICT_COLORS
-from test_report import SWEEP, build_sweep
-
-WIDTH, HEIGHT = 1400, 2400
-
-
-def _chromium() -> str:
-    exe = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-    if exe:
-        return exe
-    reason = "headless Chromium not found (/usr/bin/chromium): install it with `apt-get install chromium`"
-    if os.environ.get("CI"):
-        pytest.fail(reason + " (CI is set, so the browser check may not be skipped)")
-    pytest.skip(reason)
-
-
-def _run(exe: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    flags = [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}",
-    ]  # fmt: skip
-    return subprocess.run([exe, *flags, *args], capture_output=True, text=True, timeout=180, check=False)
+from tests.support import HEIGHT, SWEEP, WIDTH, build_sweep, chromium, run_chromium
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +28,10 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "report.html"
 
 
+@pytest.mark.chromium
 def test_browser_dom_has_badges_rows_and_plots(report_html: Path, tmp_path: Path) -> None:
-    exe = _chromium()
-    res = _run(exe, tmp_path / "profile", "--dump-dom", report_html.as_uri())
+    exe = chromium()
+    res = run_chromium(exe, tmp_path / "profile", "--dump-dom", report_html.as_uri())
     assert res.returncode == 0, res.stderr[-2000:]
     dom = res.stdout
     counts = re.search(r'<div class="badges" id="verdict-counts">(.*?)</div>', dom, re.S)
@@ -68,10 +47,11 @@ def test_browser_dom_has_badges_rows_and_plots(report_html: Path, tmp_path: Path
     assert len(re.findall(r'<td class="hm v-', dom)) == 8  # heatmap: one square per cell of both variants
 
 
+@pytest.mark.chromium
 def test_browser_screenshot_shows_verdict_colours(report_html: Path, tmp_path: Path) -> None:
-    exe = _chromium()
+    exe = chromium()
     shot = tmp_path / "report.png"
-    res = _run(exe, tmp_path / "profile", f"--screenshot={shot}", report_html.as_uri())
+    res = run_chromium(exe, tmp_path / "profile", f"--screenshot={shot}", report_html.as_uri())
     assert res.returncode == 0 and shot.exists(), res.stderr[-2000:]
     img = Image.open(shot).convert("RGB")
     assert img.size == (WIDTH, HEIGHT)

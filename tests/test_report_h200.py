@@ -20,10 +20,9 @@ from PIL import Image
 from graphsweep.report.data import load_tables
 from graphsweep.report.text import display_reason
 from graphsweep.vocab import VERDICT_COLORS
-from test_report_browser import _chromium, _run
-from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.support import ROOT, chromium, copy_workflow, run_chromium, snakemake
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.snakemake]  # each test reads the re-derived sweep
 
 SWEEP = "h200-builtin"
 RUNS = ROOT / "results" / "examples" / SWEEP / "runs"
@@ -108,9 +107,10 @@ def test_no_nan_and_no_reason_cut_inside_a_word(sweep_dir: Path) -> None:
     assert cut == 3  # the three OOM reasons are long; each ends at a word
 
 
+@pytest.mark.chromium
 def test_chromium_renders_recommendations_and_grid(sweep_dir: Path, tmp_path: Path) -> None:
-    exe = _chromium()
-    dom = _run(exe, tmp_path / "profile", "--dump-dom", (sweep_dir / "report.html").as_uri())
+    exe = chromium()
+    dom = run_chromium(exe, tmp_path / "profile", "--dump-dom", (sweep_dir / "report.html").as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert re.search(r'<h2 id="recommendations">Recommendations</h2>', dom.stdout)
     assert len(re.findall(r"<tr data-shape=", dom.stdout)) == 3

@@ -1,7 +1,8 @@
 """The report's answer per shape (Recommendations), the shapes x variants grid, unset axes and cut reasons.
 
-Constructed tables from tests/test_report.py (named so), plus the real commands of the committed Megatron Bridge
-example sweeps (results/examples/*/runs/*/config.yaml) and of the paired golden plan (tests/golden/).
+Constructed tables (tests/support.py build_sweep, named so), plus the overrides the workloads record in the plan,
+held against the real commands of the committed Megatron Bridge example sweeps (results/examples/*/runs/*/config.yaml),
+the builtin trainer's own command lines and the paired example's plan.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import yaml
 from graphsweep.report.data import cost_accounting, load_tables, summarize
 from graphsweep.report.markdown import render_markdown
 from graphsweep.report.recommend import recommend
-from graphsweep.report.shapes import arm_argvs, command_items, full_grid, graph_overrides, varying_axes
+from graphsweep.plan.planner import plan_frame, plan_sweep
+from graphsweep.report.shapes import full_grid, graph_overrides, varying_axes
 from graphsweep.report.text import cell_label, fmt_value, truncate
 from graphsweep.report.write import write_reports
 from graphsweep.store.tables import read_table, write_table
-from test_report import build_sweep
-from tests.conftest import ROOT
+from graphsweep.sweepspec.load import load_spec, validate_spec
+from graphsweep.vocab import GraphOverrides
+from tests.support import ROOT, build_sweep
 
 EXAMPLES = ROOT / "results" / "examples"
 ENTRY = "python -m graphsweep.entry.builtin_gpt"
@@ -30,11 +33,14 @@ FLAGS = {"eager": "--variant eager", "full_iteration": "--variant full_iteration
 
 
 def _builtin_commands(paths: dict[str, Path]) -> None:
-    """Give the constructed plan the commands a builtin sweep has (the seed differs per repeat, as in a real plan)."""
+    """Give the constructed plan the commands a builtin sweep has (the seed differs per repeat, as in a real plan) and
+    the trainer flags the builtin workload records for each graph run."""
     plan = read_table(paths["plan"])
     plan["workload"] = "builtin"
     plan["command"] = [f"{ENTRY} --hidden {r.hidden} --micro-batch {r.micro_batch} --seed {r['repeat']} {FLAGS[r.variant]}"
                        for _, r in plan.iterrows()]  # fmt: skip
+    plan["graph_overrides"] = [GraphOverrides("trainer flags", tuple(FLAGS[r.variant].split())).to_json()
+                               if r.arm == "graph" else None for _, r in plan.iterrows()]
     write_table(plan, paths["plan"], "plan", extra={"spec": {"sweep": "h200-tiny-llama", "margin": 0.02}})
 
 
@@ -105,76 +111,101 @@ def test_overlapping_intervals_say_the_choice_is_not_certain(sweep: dict[str, Pa
     assert "also faster, by less: full_iteration 6.89×" in rec
 
 
-def test_a_plan_without_distinct_commands_says_so(tmp_path: Path) -> None:
-    paths = build_sweep(tmp_path / "t")  # every command is "python mb_run.py ...": no difference to paste
+def test_a_plan_without_recorded_overrides_says_so(tmp_path: Path) -> None:
+    """A plan written before plan.parquet had graph_overrides (or one whose workload recorded none) still reports:
+    the choice and its figures, and where the line to paste would be, where to find the command instead."""
+    paths = build_sweep(tmp_path / "t")
+    plan = read_table(paths["plan"]).drop(columns=["graph_overrides"])  # as an older graphsweep wrote it
+    write_table(plan, paths["plan"], "plan", extra={"spec": {"sweep": "h200-tiny-llama", "margin": 0.02}})
     rec = _section(_markdown(paths))
+    assert "**use full_iteration**: 6.89× [6.71, 7.08] faster" in rec
     assert "the plan's commands do not show how this variant differs from eager" in rec
     assert "flags to paste" not in rec and "overrides to paste" not in rec
 
 
-def _megatron_plan(sweep: str) -> pd.DataFrame:
-    """A plan table of a committed Megatron example from its run folders' config.yaml (run metadata + launch.shell)."""
-    rows = []
-    for cfg in sorted((EXAMPLES / sweep / "runs").glob("*/config.yaml")):
-        c = yaml.safe_load(cfg.read_text())
-        rows.append({**c["run"], "command": c["launch"]["shell"], "overrides": c["launch"]["overrides"]})
-    return pd.DataFrame(rows)
-
-
-def _tables(plan: pd.DataFrame) -> object:
-    return type("T", (), {"plan": plan, "axes": []})()
+def _committed(sweep: str) -> dict[str, dict]:
+    """run_id -> config.yaml of a committed example sweep's real runs (what the GPU jobs ran)."""
+    return {cfg.parent.name: yaml.safe_load(cfg.read_text()) for cfg in (EXAMPLES / sweep / "runs").glob("*/config.yaml")}
 
 
 @pytest.mark.parametrize("sweep", ["megatron-tiny-vanilla-gpt", "megatron-tiny-moe"])
 def test_bridge_overrides_are_what_the_graph_run_sets_and_eager_does_not(sweep: str) -> None:
-    plan = _megatron_plan(sweep)
-    t = _tables(plan)
-    for cell_id, runs in plan[plan.arm == "graph"].groupby("cell_id"):
-        cell = runs.iloc[0]
-        o = graph_overrides(t, cell)
-        assert o is not None and o.workload == "megatron_bridge"
-        # config.yaml's launch.overrides say the same: the keys whose value differs from the eager run of the repeat
-        eager = plan[(plan.shape_id == cell.shape_id) & (plan.arm == "eager") & (plan["repeat"] == cell["repeat"])].iloc[0]
-        differ = {k for k, v in cell.overrides.items() if eager.overrides.get(k, object()) != v}
-        pasted = {key for key, _ in command_items(list(o.paste))}
-        nan_keys = {"rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"}
-        assert pasted - nan_keys == differ, cell_id
+    """The plan's record, held against the real runs: the keys a committed graph run's overrides set otherwise than
+    the eager run of its repeat are the ones to paste (plus a full-iteration graph's NaN checks: Bridge refuses it
+    with them on, config.py L1364-1369), and the graph fields both arms had are shown as shared."""
+    planned = {p.run.run_id: p for p in plan_sweep(load_spec(ROOT / "configs" / "examples" / f"{sweep}.yaml"))}
+    runs = _committed(sweep)
+    nan_keys = {"rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"}
+    graph_runs = [c for c in runs.values() if c["run"]["arm"] == "graph"]
+    assert graph_runs
+    for c in graph_runs:
+        o = planned[c["run"]["run_id"]].graph_switch
+        assert o is not None and o.what == "Megatron Bridge overrides"
+        eager = runs[f"{c['run']['shape_id']}.eager.r{c['run']['repeat']}"]["launch"]["overrides"]
+        differ = {k for k, v in c["launch"]["overrides"].items() if eager.get(k, object()) != v}
+        pasted = {tok.split("=", 1)[0] for tok in o.paste}
+        assert pasted - nan_keys == differ, c["run"]["run_id"]
         assert "model.cuda_graph_impl" in differ and "model.use_te_rng_tracker" in differ
-        if cell.variant == "full_iteration":  # Bridge refuses it with NaN checks on: they are part of the paste
+        if c["run"]["variant"] == "full_iteration":
             assert nan_keys <= pasted and o.shared == ("model.cuda_graph_warmup_steps=3",)
         else:
             assert not nan_keys & pasted and "model.cuda_graph_warmup_steps=3" in o.shared
-    attn_mlp = plan[plan.cell_id.str.endswith(".attn+mlp")]
-    if len(attn_mlp):
-        assert graph_overrides(t, attn_mlp.iloc[0]).line == (
+    attn_mlp = [p for p in planned.values() if p.run.cell_id.endswith(".attn+mlp")]
+    if attn_mlp:
+        assert attn_mlp[0].graph_switch.line == (
             "model.cuda_graph_impl=transformer_engine 'model.cuda_graph_scope=[attn,mlp]' model.use_te_rng_tracker=true "
             "rng.te_rng_tracker=true"
         )
 
 
-def test_pair_jobs_give_the_overrides_from_their_two_plans() -> None:
-    """A paired sweep's plan has one row per pair job; its command holds both arms' launch plans (run/abba.py)."""
-    lines = (ROOT / "tests" / "golden" / "megatron-tiny-moe-paired.txt").read_text().splitlines()[1:]
-    rows = []
-    for run_id, command in zip(lines[::2], lines[1::2]):
-        cell_id = run_id.rsplit(".pair.", 1)[0]
-        rows.append(dict(run_id=run_id, cell_id=cell_id, shape_id=cell_id.split(".")[0], arm="pair", command=command.strip(),
-                         variant=cell_id.split(".", 1)[1], workload="megatron_bridge"))  # fmt: skip
-    plan = pd.DataFrame(rows)
-    argvs = arm_argvs(plan.iloc[0])
-    assert set(argvs) == {"eager", "graph"} and argvs["eager"][0].startswith("CUDA_DEVICE_MAX_CONNECTIONS=")
-    t = _tables(plan)
+def test_the_plan_table_records_each_graph_runs_overrides_and_the_report_pastes_them() -> None:
+    """plan.parquet's graph_overrides: one record per graph run (and pair job), none for eager runs and A/A pairs."""
+    planned = plan_sweep(load_spec(ROOT / "configs" / "examples" / "megatron-tiny-moe-paired.yaml"))
+    plan = plan_frame(planned)
+    assert set(plan.arm) == {"pair"}
+    graph_pairs = plan[plan.variant != "aa"]
+    assert graph_pairs.graph_overrides.notna().all() and plan[plan.variant == "aa"].graph_overrides.isna().all()
+    t = type("T", (), {"plan": plan, "axes": []})()
     attn = plan[plan.variant == "attn"].iloc[0]
     assert graph_overrides(t, attn).line == ("model.cuda_graph_impl=transformer_engine 'model.cuda_graph_scope=[attn]' "
                                              "model.use_te_rng_tracker=true rng.te_rng_tracker=true")  # fmt: skip
+    unpaired = plan_frame(plan_sweep(load_spec(ROOT / "configs" / "examples" / "megatron-tiny-moe.yaml")))
+    assert set(unpaired[unpaired.arm == "eager"].graph_overrides.isna()) == {True}
+    same = unpaired[unpaired.variant == "attn"].graph_overrides.iloc[0]
+    assert same == attn.graph_overrides  # a pair job's record is its graph arm's
 
 
-def test_command_items_read_flags_hydra_and_environment() -> None:
-    tokens = ["A=1", "python", "-m", "x", "--standalone", "--nnodes=1", "/e.py", "--variant", "scoped", "--scope",
-              "attn,mlp", "model.x=[a,b]", "--flag", "model.y=2"]  # fmt: skip
-    keys = [k for k, _ in command_items(tokens)]
-    assert keys == ["env:A", "#0", "-m", "--standalone", "--nnodes", "#1", "--variant", "--scope", "model.x", "--flag",
-                    "model.y"]  # fmt: skip
+def _specs_and_launchers() -> list[tuple[str, dict]]:
+    examples = sorted((ROOT / "configs" / "examples").glob("*.yaml"))
+    out = [(p.stem, raw) for p in examples if not (raw := yaml.safe_load(p.read_text())).get("pairing")]  # pairs: above
+    dense = yaml.safe_load((ROOT / "configs" / "examples" / "megatron-llama3-8b-dense.yaml").read_text())
+    out.append(("dense-run_recipe", {**dense, "workload": {**dense["workload"], "launch": "run_recipe"}}))
+    out.append(("dense-perf_harness", {**dense, "workload": {**dense["workload"], "launch": "perf_harness",
+                                                              "recipe": "llama:llama3_8b"}}))
+    return out
+
+
+@pytest.mark.parametrize(("name", "raw"), _specs_and_launchers(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_word_the_graph_command_adds_is_in_the_paste(name: str, raw: dict) -> None:
+    """Whatever the launcher (graphsweep's entry, run_recipe.py, the perf harness's flags): the words a graph run's
+    command has and its eager run's lacks are the record's paste, and every pasted word is in the graph command."""
+    planned = plan_sweep(validate_spec(raw, f"{name}.yaml"))
+    eager = {(p.run.shape_id, p.run.repeat): p.launch.argv for p in planned if p.run.arm == "eager"}
+    graph = [p for p in planned if p.run.arm == "graph"]
+    assert graph
+    for p in graph:
+        e, g, paste = eager[p.run.shape_id, p.run.repeat], p.launch.argv, p.graph_switch.paste
+        assert [w for w in g if w not in e and w not in paste] == [] and set(paste) <= set(g), p.run.run_id
+
+
+def test_builtin_flags_are_what_the_graph_command_adds_to_eager() -> None:
+    """The builtin trainer's real command lines: a graph run's is its shape's eager command, but the graph switch."""
+    planned = plan_sweep(load_spec(ROOT / "configs" / "sweep.yaml"))
+    eager = {(p.run.shape_id, p.run.repeat): p.launch.argv for p in planned if p.run.arm == "eager"}
+    for p in (p for p in planned if p.run.arm == "graph"):
+        e, g, o = eager[p.run.shape_id, p.run.repeat], p.launch.argv, p.graph_switch
+        assert o.what == "trainer flags" and e[-2:] == ["--variant", "eager"]
+        assert g == e[:-2] + list(o.paste) and o.shared == ()
 
 
 def test_unset_axis_values_print_nothing(tmp_path: Path) -> None:

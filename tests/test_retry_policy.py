@@ -24,7 +24,7 @@ from tests.fixtures.field import recipe as rc
 EAGER12 = rc.strip(rc.upto(rc.EAGER, rc.it(12)))
 TE12 = rc.strip(rc.upto(rc.TE, rc.it(12)))
 NETWORK = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
-           "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use")  # ref §5.8
+           "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use")  # docs/megatron-facts.md §5.8
 IMA = ["torch.AcceleratorError: CUDA error: an illegal memory access was encountered"] + \
     rc.cuda_msg("an illegal memory access was encountered", "cudaErrorIllegalAddress")[1:3]  # TE #3316, torch 2.11
 

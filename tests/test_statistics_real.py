@@ -6,25 +6,24 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-import realjobs  # noqa: E402
-import validate_stats  # noqa: E402
+from graphsweep.commands import compare as compare_cmd
+from graphsweep.judge import interval as J
+from graphsweep.judge import parity as P
+from graphsweep.judge import prose
+from graphsweep.judge.verdict import ArmRun, judge_cell
+from graphsweep.parse.run import parse_run
+from graphsweep.vocab import INCONCLUSIVE, INVALID, NEUTRAL, SLOWDOWN, SPEEDUP
+from tests.support import ROOT as REPO
+from tests.support import benchmark
 
-from graphsweep.commands import compare as compare_cmd  # noqa: E402
-from graphsweep.judge import interval as J  # noqa: E402
-from graphsweep.judge import parity as P  # noqa: E402
-from graphsweep.judge import prose  # noqa: E402
-from graphsweep.judge.verdict import ArmRun, judge_cell  # noqa: E402
-from graphsweep.parse.run import parse_run  # noqa: E402
-from graphsweep.vocab import INCONCLUSIVE, INVALID, NEUTRAL, SLOWDOWN, SPEEDUP  # noqa: E402
+realjobs = benchmark("realjobs")
+validate_stats = benchmark("validate_stats")
 
 jobs = realjobs.jobs
 

@@ -20,7 +20,7 @@ from graphsweep.judge.verdict import judge_cell as _judge_cell
 from graphsweep.parse.window import steady_window
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
-# Megatron Bridge training_log (train_utils.py, 0.2-0.6; shared docs/megatron-reference.md §5.1)
+# Megatron Bridge training_log (train_utils.py, 0.2-0.6; docs/megatron-facts.md §5.1)
 ITER_RE = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([0-9.]+)")
 
 

@@ -22,7 +22,7 @@ import yaml
 from graphsweep import cli
 from graphsweep.store.archive import verify_archive
 from graphsweep.vocab import VERDICTS, SweepPaths
-from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.support import ROOT, copy_workflow, snakemake
 
 LOGS = ROOT / "tests" / "fixtures" / "logs" / "megatron-h200"
 BASE = yaml.safe_load((ROOT / "configs" / "sweep.yaml").read_text())
@@ -105,6 +105,7 @@ def finished(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.snakemake
 def test_the_end_of_a_sweep_says_the_verdicts_and_where_the_report_is(finished):
     workdir, proc = finished
     paths = SweepPaths(workdir / "results", "by-hand")
@@ -119,6 +120,7 @@ def test_the_end_of_a_sweep_says_the_verdicts_and_where_the_report_is(finished):
 
 
 @pytest.mark.slow
+@pytest.mark.snakemake
 def test_snakemake_refuses_a_second_spec_and_touches_nothing(finished):
     workdir, _ = finished
     paths = SweepPaths(workdir / "results", "by-hand")
@@ -132,6 +134,7 @@ def test_snakemake_refuses_a_second_spec_and_touches_nothing(finished):
 
 
 @pytest.mark.slow
+@pytest.mark.snakemake
 def test_archive_logs_false_as_the_readme_writes_it(finished):
     workdir, _ = finished
     proc = snakemake(workdir, "--cores", "1", "archive", "--config", "spec=configs/by-hand.yaml", "archive_logs=false")
@@ -177,6 +180,7 @@ def _wait_for(predicate, timeout_s: float = 120.0) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.snakemake
 def test_ctrl_c_a_second_controller_status_and_resume(tmp_path):
     workdir = copy_workflow(tmp_path)
     write(workdir / "configs" / "slow.yaml", SLOW)

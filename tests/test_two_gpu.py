@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from graphsweep.resources import SOURCE_ROOT
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.plan.planner import plan_sweep
@@ -33,8 +34,8 @@ from graphsweep.sweepspec.load import load_spec, validate_spec
 from graphsweep.vocab import RANKS_DIR, TORCHRUN_TEE, run_dir_logs
 from graphsweep.workloads import megatron_bridge as megatron
 from graphsweep.workloads.registry import launch_plan, preflight
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "configs" / "examples" / "megatron-tiny-2gpu.yaml"
 LOGS = ROOT / "tests" / "fixtures" / "logs"
 B_RANKS = LOGS / "megatron-h200x2" / "b_rank_files"  # recorded: torchrun's per-rank files of run b
@@ -63,7 +64,7 @@ def test_local_shapes_are_one_torchrun_of_two_ranks_with_per_rank_files():
     for tp, run in _shapes(load_spec(SPEC).runs()).items():
         plan = launch_plan(run)
         assert plan.argv[:8] == ["python", "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                                 "--nproc-per-node=2", TORCHRUN_TEE, str(megatron.REPO_ROOT / megatron.ENTRY_RELPATH)]
+                                 "--nproc-per-node=2", TORCHRUN_TEE, str(SOURCE_ROOT / megatron.ENTRY_RELPATH)]
         assert (plan.gpus, plan.nodes, plan.gpus_per_node, plan.srun) == (2, 1, 2, False)
         o = plan.overrides
         assert (o["model.tensor_model_parallel_size"], o["model.sequence_parallel"]) == (tp, tp == 2)
@@ -89,7 +90,7 @@ def test_slurm_form_is_one_srun_task_per_gpu():
         plan = launch_plan(run)
         assert plan.srun and (plan.nodes, plan.gpus_per_node, plan.tasks_per_node) == (1, 2, 2)
         assert plan.srun_args == ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--kill-on-bad-exit=1"]
-        assert plan.argv[:2] == ["python", str(megatron.REPO_ROOT / megatron.ENTRY_RELPATH)]  # no torchrun
+        assert plan.argv[:2] == ["python", str(SOURCE_ROOT / megatron.ENTRY_RELPATH)]  # no torchrun
         assert not tees_rank_files(plan)
         assert job_argv(plan, {})[:5] == ["srun", *plan.srun_args]
         assert megatron.slurm_parameters(run) == {"nodes": 1, "tasks_per_node": 2, "gpus_per_node": 2,
@@ -101,7 +102,7 @@ def test_slurm_golden_command_lines():
     lines = ["# megatron-tiny-2gpu with executor.cluster: slurm: one run per line, run_id then the exact command "
              "({REPO} = repository root)"]
     for run in _slurm_runs():
-        lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(megatron.REPO_ROOT), '{REPO}')}")
+        lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(SOURCE_ROOT), '{REPO}')}")
     text = "\n".join(lines) + "\n"
     if os.environ.get("GRAPHSWEEP_UPDATE_GOLDEN"):
         GOLDEN_SLURM.write_text(text)
@@ -126,7 +127,7 @@ def _replay_folder(tmp_path: Path, sources: Path, run_id: str = "tp1.attn.r1") -
     the entry swapped for the replay), then execute_run -> submitit local -> job_main -> torchrun -> replay."""
     planned = next(p for p in plan_sweep(load_spec(SPEC))
                    if p.run.variant.name == "attn" and p.run.settings["model.tensor_model_parallel_size"] == 1)
-    launcher = planned.launch.argv[: planned.launch.argv.index(str(megatron.REPO_ROOT / megatron.ENTRY_RELPATH))]
+    launcher = planned.launch.argv[: planned.launch.argv.index(str(SOURCE_ROOT / megatron.ENTRY_RELPATH))]
     assert launcher[1:] == ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=2",
                             TORCHRUN_TEE]
     plan = dataclasses.replace(planned.launch, argv=[sys.executable, *launcher[1:], str(REPLAY), str(sources)])
@@ -164,6 +165,7 @@ def oom_rank1(tmp_path_factory):
     return _replay_folder(tmp / "run", _oom_on_rank1(tmp / "src"), run_id="tp1.attn.oom")
 
 
+@pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_completed_two_rank_run_folder(completed):
     run_dir, record = completed
     assert record["exit_code"] == 0
@@ -196,6 +198,7 @@ def test_completed_two_rank_run_folder(completed):
     assert rows.tflops.notna().all()  # Step Time TFLOP/s: rank 0's lines, joined to rank 1's iterations
 
 
+@pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_a_rerun_replaces_the_earlier_attempts_rank_files(oom_rank1, tmp_path):
     """A retried run (Snakemake --retries, the transient retry) runs in the same run folder: ranks/ then holds the
     new job's files only, never two attempts mixed. Here: the failed run's folder, run again with the recorded
@@ -239,6 +242,7 @@ def _oom_on_rank1(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_an_error_printed_only_on_rank_1_is_found(oom_rank1):
     run_dir, record = oom_rank1
     assert record["exit_code"] == 1
@@ -259,6 +263,7 @@ def test_an_error_printed_only_on_rank_1_is_found(oom_rank1):
         "ERROR:megatron.bridge.training.pretrain:Pretrain failed on rank=1 with OutOfMemoryError")
 
 
+@pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_a_rank_error_that_never_reached_log_txt_is_found(oom_rank1, tmp_path):
     """torchrun copies each rank's file to the console every 0.1 s (torch 2.13 tail_log.py tail_logfile, interval_sec):
     when the launcher itself dies (killed at the time limit, the host's OOM killer), a rank's last lines are only

@@ -11,7 +11,7 @@ from pathlib import Path
 from graphsweep import vocab
 from graphsweep.constraints.catalogue import CONSTRAINTS
 from graphsweep.parse.signatures import SIGNATURES
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 NAMES = {
     "verdict": set(vocab.VERDICTS),

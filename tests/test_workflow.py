@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -16,9 +17,9 @@ import pytest
 import yaml
 
 from graphsweep.sweepspec.load import load_spec
-from tests.conftest import ROOT, copy_workflow, snakemake
+from tests.support import ROOT, copy_workflow, planned_runs, snakemake
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.snakemake
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,7 @@ def default_sweep(tmp_path_factory):
     return workdir, proc
 
 
+@pytest.mark.slow
 def test_every_table_of_the_data_flow_is_written(default_sweep):
     workdir, _ = default_sweep
     out = workdir / "results" / "default"
@@ -36,6 +38,7 @@ def test_every_table_of_the_data_flow_is_written(default_sweep):
         assert (out / name).stat().st_size > 0, name
 
 
+@pytest.mark.slow
 def test_comparison_has_one_row_per_cell_with_the_promised_columns(default_sweep):
     workdir, _ = default_sweep
     spec = load_spec(workdir / "configs" / "sweep.yaml")
@@ -47,6 +50,7 @@ def test_comparison_has_one_row_per_cell_with_the_promised_columns(default_sweep
         assert column in comparison.columns, column
 
 
+@pytest.mark.slow
 def test_on_cpu_graph_rows_are_blocked_by_the_missing_cuda_device(default_sweep):
     workdir, _ = default_sweep
     comparison = pd.read_parquet(workdir / "results/default/comparison.parquet")
@@ -54,6 +58,7 @@ def test_on_cpu_graph_rows_are_blocked_by_the_missing_cuda_device(default_sweep)
     assert all("CUDA graphs need a CUDA device" in r for r in comparison.reason)
 
 
+@pytest.mark.slow
 def test_eager_baselines_completed_with_real_timings(default_sweep):
     workdir, _ = default_sweep
     runs = pd.read_parquet(workdir / "results/default/runs.parquet")
@@ -66,6 +71,7 @@ def test_eager_baselines_completed_with_real_timings(default_sweep):
     assert steady.elapsed_ms.gt(0).all()
 
 
+@pytest.mark.slow
 def test_each_run_records_its_job(default_sweep):
     workdir, _ = default_sweep
     for run_json in (workdir / "results/default/runs").glob("*/run.json"):
@@ -78,6 +84,7 @@ def test_each_run_records_its_job(default_sweep):
         assert cfg["run"]["run_id"] == run_json.parent.name
 
 
+@pytest.mark.slow
 def test_parquet_reads_back_with_duckdb(default_sweep):
     workdir, _ = default_sweep
     path = workdir / "results/default/comparison.parquet"
@@ -85,6 +92,7 @@ def test_parquet_reads_back_with_duckdb(default_sweep):
     assert n == 12
 
 
+@pytest.mark.slow
 def test_overhead_benchmark_reads_a_finished_sweep(default_sweep):
     # benchmarks/pipeline_overhead.py is what issue 8 runs on the H200 results: it must read what the workflow writes
     workdir, _ = default_sweep
@@ -95,11 +103,29 @@ def test_overhead_benchmark_reads_a_finished_sweep(default_sweep):
     assert "train_loop_s" in proc.stdout and "against a training loop of" in proc.stdout
 
 
+@pytest.mark.slow
 def test_second_run_has_nothing_to_do(default_sweep):
     workdir, _ = default_sweep
     proc = snakemake(workdir, "--cores", "2", "-n")
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_moved_venv_requeues_no_finished_run(default_sweep, tmp_path):
+    """The same controller from another path (the venv moved or made again elsewhere): its interpreter's path is in
+    no run's command, so Snakemake's params of every finished run are unchanged and nothing runs again."""
+    workdir, _ = default_sweep
+    moved = tmp_path / "moved-venv"
+    moved.symlink_to(Path(sys.prefix), target_is_directory=True)
+    python = moved / "bin" / "python"
+    here = subprocess.run([python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, check=True)
+    assert here.stdout.strip() == str(python)  # what the plan used to bake into every builtin command
+    proc = snakemake(workdir, "--cores", "2", "-n", python=python)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert planned_runs(proc.stdout + proc.stderr) == set() and "Nothing to be done" in proc.stdout + proc.stderr
+    configs = list((workdir / "results" / "default" / "runs").glob("*/config.yaml"))
+    assert configs and {yaml.safe_load(c.read_text())["launch"]["argv"][0] for c in configs} == {"python"}
 
 
 def test_broken_spec_stops_before_anything_runs(tmp_path):

@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
+
+from tests.support import ROOT
+
 DECLINED = {"Specify a conda environment or container for each rule."}
 
 
@@ -24,6 +27,7 @@ def test_snakefile_and_rules_are_snakefmt_formatted():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.mark.snakemake
 def test_snakemake_lint_finds_nothing_but_the_declined_container_lint():
     res = subprocess.run([_bin("snakemake"), "--lint", "-n", "--cores", "1"], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)  # fmt: skip

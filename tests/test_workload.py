@@ -15,11 +15,12 @@ torch = pytest.importorskip("torch")
 
 from graphsweep import logformat  # noqa: E402
 from graphsweep.entry import builtin_gpt as workload  # noqa: E402
+from tests.support import ROOT  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 TINY = ["--hidden", "32", "--layers", "2", "--heads", "2", "--seq-length", "16", "--micro-batch", "2", "--vocab", "128"]
 
-# Bridge scripts/performance/utils/evaluate.py::get_metrics_from_logfiles (megatron-reference §5.2)
+# Bridge scripts/performance/utils/evaluate.py::get_metrics_from_logfiles (docs/megatron-facts.md §5.2)
 BRIDGE = {
     "iteration": re.compile(r"iteration\s+(\d+)/\s+\d+"),
     "elapsed": re.compile(r"elapsed time per iteration \(ms\):\s+([\d.]+)"),
@@ -38,6 +39,7 @@ def run_workload(*args: str, hide_gpu: bool = True) -> subprocess.CompletedProce
                           env=env, cwd=REPO, timeout=120)
 
 
+@pytest.mark.torch
 def test_eager_cpu_run_speaks_the_bridge_log_format() -> None:
     proc = run_workload(*TINY, "--iters", "4", "--variant", "eager")
     assert proc.returncode == 0, proc.stderr
@@ -62,6 +64,7 @@ def test_eager_cpu_run_speaks_the_bridge_log_format() -> None:
     assert re.fullmatch(r"\[after training is done\] datetime: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", lines[-1])
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("variant", [["--variant", "full_iteration"], ["--variant", "scoped", "--scope", "attn,mlp"]])
 def test_graph_variant_without_cuda_is_blocked_not_faked(variant: list[str]) -> None:
     proc = run_workload(*TINY, "--iters", "6", *variant)
@@ -126,6 +129,7 @@ def losses(stdout: str) -> list[float]:
 
 
 @needs_cuda
+@pytest.mark.torch
 @pytest.mark.parametrize(
     ("variant", "capture_lines"),
     [
@@ -152,6 +156,7 @@ def test_graph_variant_on_cuda_captures_once_and_replays_after_warmup(
 
 
 @needs_cuda
+@pytest.mark.torch
 @pytest.mark.parametrize(
     ("variant", "rel_tol"),
     [
@@ -170,6 +175,7 @@ def test_graph_arms_train_like_eager(variant: list[str], rel_tol: float) -> None
 
 
 @needs_cuda
+@pytest.mark.torch
 def test_cuda_oom_surfaces_as_pytorchs_own_error() -> None:
     proc = run_workload("--hidden", "1024", "--layers", "2", "--heads", "8", "--seq-length", "4096",
                         "--micro-batch", "16", "--iters", "4", "--mem-fraction", "0.01", hide_gpu=False)

@@ -12,13 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from graphsweep import resources
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import SpecError
 
 NAME = "ingest"
 HELP = "build runs/iterations/comparison/report from existing logs (spec with a source block); nothing is submitted"
-REPO = Path(__file__).resolve().parents[2]  # where the Snakefile is
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,12 +33,13 @@ def run(args: argparse.Namespace) -> int:
         if "source" not in spec.raw:
             raise IngestError(f"{args.spec}: no source block: nothing to ingest (graphsweep ingest needs source.logs)")
         logmap = match_files(spec)
-    except (SpecError, IngestError) as exc:
+        repo = resources.workflow_dir()  # where the Snakefile is
+    except (SpecError, IngestError, resources.WorkflowMissing) as exc:
         print(f"graphsweep ingest: {exc}", file=sys.stderr)
         return 2
     if note := unseeded_note(logmap, args.spec):  # never silent: the report would show unverified speedups
         print(f"graphsweep ingest: warning: {note}", file=sys.stderr)
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(REPO),
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "--directory", str(repo),
            "--cores", str(args.cores), "--config", f"spec={Path(args.spec).resolve()}",
            f"results={Path(args.results).resolve()}"]
     return subprocess.call(cmd)

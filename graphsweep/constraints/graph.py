@@ -17,7 +17,7 @@ TE_MODULES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")
 # CudaGraphScope enum (MCore transformer/enums.py): the deprecated names are accepted in cuda_graph_scope.
 KNOWN_SCOPES = set(TE_MODULES) | {"full_iteration", "full_iteration_inference", "full"}
 
-# Every CUDA-graph field of a Bridge config (shared/docs/megatron-reference.md 3.1, MCore 0.17-0.19, Bridge 0.6):
+# Every CUDA-graph field of a Bridge config (docs/megatron-facts.md §3.1, MCore 0.17-0.19, Bridge 0.6):
 # a key that looks like one of them and is none of them is a misspelling, never a setting Megatron would read.
 GRAPH_FIELDS = (
     "model.cuda_graph_impl", "model.cuda_graph_modules", "model.cuda_graph_scope", "model.inference_cuda_graph_scope",
@@ -63,7 +63,7 @@ def as_list(value: Any) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        # a comma string is accepted by cuda_graph_modules (reference 3.1)
+        # a comma string is accepted by cuda_graph_modules (docs/megatron-facts.md §3.1)
         return [p.strip() for p in value.split(",") if p.strip()]
     if isinstance(value, (list, tuple)):
         return [str(v).split(".")[-1] for v in value]  # tolerate "CudaGraphModule.attn"

@@ -1,4 +1,4 @@
-"""Hydra override values: the grammar every Megatron Bridge entry point reads on its command line (reference 4.1).
+"""Hydra override values: the grammar every Megatron Bridge entry point reads on its command line (docs/megatron-facts.md §4.1).
 
 ``parse_value`` / ``parse_override`` read ``KEY=VALUE`` as Bridge would, ``format_value`` / ``format_override`` write a
 Python value back so that Bridge reads the same value.

@@ -3,10 +3,10 @@
 Each rule reads the graph view of a run's settings (graphsweep/constraints/graph.py) and returns the message Megatron
 would print (or ours where Megatron has none, e.g. an unknown scope only raises ``KeyError``), with where it comes
 from and the texts a run prints when it hits the same constraint. Facts and line numbers:
-shared/docs/megatron-reference.md sections 3.1-3.5 (Megatron Core ``core_r0.19.0``, Megatron Bridge ``r0.6.0``
+docs/megatron-facts.md §3.1-3.5 (Megatron Core ``core_r0.19.0``, Megatron Bridge ``r0.6.0``
 unless noted), re-read in Megatron-LM's tags ``core_v0.17.1``, ``core_v0.18.0``/``core_v0.18.2`` and the 0.19.2 wheel
 (whose transformer_config.py is core_r0.19.0's). The API generations (graph.py SCOPE_API / MODULES_API) split at 0.18,
-not 0.19 (megatron-reference.md's "<= 0.18" is wrong: shared/docs/field-failures.md "Version facts").
+not 0.19 (docs/megatron.md "API generations", checked in those tags).
 tests/test_bridge_agreement.py checks them against Bridge 0.6.2 itself, tests/test_preflight_releases.py against
 Core 0.17.1, 0.18.2 and 0.19.2's own TransformerConfig.
 """
@@ -56,7 +56,7 @@ def _scope_unknown(c: Ctx) -> str | None:
 
 
 @rule("cuda_graph_modules_before_0_18", "graphsweep (core_v0.17.1 TransformerConfig has no cuda_graph_modules field, "
-      "it arrived in core_v0.18.0 L942, MLM PR #4292; Bridge's OmegaConf struct mode rejects an unknown key, reference 4.1)",
+      "it arrived in core_v0.18.0 L942, MLM PR #4292; Bridge's OmegaConf struct mode rejects an unknown key, docs/megatron-facts.md §4.1)",
       "cuda_graph_modules exists only from Megatron Core 0.18",
       at=LAUNCH)
 def _modules_old(c: Ctx) -> str | None:

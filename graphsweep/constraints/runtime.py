@@ -1,7 +1,7 @@
 """Constraints Megatron enforces that graphsweep does not predict before a job: known by the text a run prints.
 
 A run that prints one of these is blocked (config rejected, or the launch refused), with the constraint's id and
-source; preflight has no predicate for them (yet). Texts from shared/docs/megatron-reference.md §3.2-3.4 ("ref").
+source; preflight has no predicate for them (yet). Texts as docs/megatron-facts.md §3.2-3.4 lists them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ RUNTIME_ONLY: tuple[Constraint, ...] = (
     UNLAUNCHABLE,
     *BRIDGE_VALIDATOR.values(),
     _c("perf_harness_impl_choice", "invalid is_cuda_graph_impl_valid value",
-       "Bridge scripts/performance/argument_parser.py (ref §3.2)", "the perf harness knows none, local, transformer_engine",
+       "Bridge scripts/performance/argument_parser.py (docs/megatron-facts.md §3.2)", "the perf harness knows none, local, transformer_engine",
        LAUNCH),
     _c("legacy_switch_with_impl", "Do not use enable_cuda_graph or external_cuda_graph with cuda_graph_impl.",
        "MCore transformer_config.py L2368", "the deprecated switches cannot be combined with cuda_graph_impl"),

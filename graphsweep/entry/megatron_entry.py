@@ -11,7 +11,7 @@ callbacks=[...])``. What it prints besides Megatron's own lines (grammar: graphs
   Bridge versions, container, GPUs and graph-relevant environment as *this* process sees them (under Slurm the job
   wrapper runs outside the container and cannot see them), the recipe's ``env_vars`` applied;
 - the Bridge memory line, ``[Rank r] (after i iterations) memory (GB) | ...``, on every iteration from the capture
-  iteration on (Bridge itself prints it only after iterations 1 and 2, before capture: reference 5.3), and
+  iteration on (Bridge itself prints it only after iterations 1 and 2, before capture: docs/megatron-facts.md §5.3), and
   ``[graphsweep] memory peaks reset after iteration i`` once, after the capture iteration (warmup + 1) in every arm:
   later ``mem-max-*`` values are the steady window's peaks, the graph pool included;
 - ``[graphsweep] cuda graphs detected: n at iteration i`` and ``[graphsweep] cuda graph replay: iteration i`` when a
@@ -111,7 +111,7 @@ def translate_graph_overrides(overrides: list[str], has_modules: bool) -> list[s
     return out
 
 
-memory_line = lf.memory_line  # the Bridge memory line (reference 5.3)
+memory_line = lf.memory_line  # the Bridge memory line (docs/megatron-facts.md §5.3)
 
 
 class ReplayTracker:

@@ -57,7 +57,7 @@ def _set_sig(s: RunSummary, h: Hit | Mark, sig: Signature | None = None) -> None
 def phase_of(h: Hit, arm: str, warmup: int | None, ev: Evidence) -> tuple[str, int | None]:
     """(phase, failing iteration) of a failure line. The iteration line `i/N` is printed after
     iteration i finished, so the failing one is the last printed + 1; capture is iteration
-    warmup+1 (ref §3.1, §3.6), or the capture markers say so. After the end-of-training marker or the run's last
+    warmup+1 (docs/megatron-facts.md §3.1, §3.6), or the capture markers say so. After the end-of-training marker or the run's last
     iteration: teardown."""
     before = h.iteration_before
     if h.after_end or (before is not None and ev.train_iters is not None and before >= ev.train_iters):
@@ -196,7 +196,7 @@ def _graph_module_name(c: Ctx) -> RunSummary | None:
     if k is None:
         return None
     return c.fail(BLOCKED, "blocked_config", k, f"config rejected: unknown CUDA-graph module name ({k.text.strip()}; "
-                  "MCore cuda_graph_config.py CudaGraphModule[name] lookup, ref §3.3)")
+                  "MCore cuda_graph_config.py CudaGraphModule[name] lookup, docs/megatron-facts.md §3.3)")
 
 
 # the rules whose texts a graph arm without capture may print after its capture iteration (named in its reason)

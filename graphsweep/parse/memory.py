@@ -1,4 +1,4 @@
-"""Memory lines (reference §5.3): reading one, merging ranks and files, and the steady-state figures of a run.
+"""Memory lines (docs/megatron-facts.md §5.3): reading one, merging ranks and files, and the steady-state figures of a run.
 
 Bridge prints `[Rank r] (after i iterations) memory (GB) | mem-allocated-gigabytes: X | ...` (1e9-byte GB), MCore/MLM
 `... memory (MB) | allocated: X | max allocated: X | reserved: X | max reserved: X` (MiB); graphsweep/logformat.py

@@ -117,26 +117,26 @@ BRIDGE_FLAKY = "Bridge scripts/performance/setup_experiment.py is_flaky_failure"
 
 RUNTIME: tuple[Signature, ...] = (
     # host OOM (Slurm cgroup): `slurmstepd: error: Detected 1 oom-kill event(s) ...` (older: oom_kill)
-    _sig(R_HOST_OOM, "host_oom_kill", "oom-kill", C, "host_oom", "slurmstepd (ref §5.8 'host OOM oom_kill')"),
-    _sig(R_HOST_OOM, "host_oom_kill_", "oom_kill", C, "host_oom", "slurmstepd (ref §5.8)"),
+    _sig(R_HOST_OOM, "host_oom_kill", "oom-kill", C, "host_oom", "slurmstepd (docs/megatron-facts.md §5.8 'host OOM oom_kill')"),
+    _sig(R_HOST_OOM, "host_oom_kill_", "oom_kill", C, "host_oom", "slurmstepd (docs/megatron-facts.md §5.8)"),
     # builtin workload (graphsweep/entry/builtin_gpt.py, exit 3); the specific line hides the general one
     _sig(R_BUILTIN, "gs_no_cuda", lf.NO_CUDA.split(" (")[0], B, "no_cuda", "graphsweep/entry/builtin_gpt.py"),
     _sig(R_BUILTIN, "gs_blocked", lf.BLOCKED.strip(), B, "env_blocked", "graphsweep/entry/builtin_gpt.py",
          unless="gs_no_cuda"),
-    # launch: argparse and Hydra override rejections (ref §6.3 step 1, §6.1)
-    _sig(R_LAUNCH, "argparse_error", "error: argument ", B, "launch_error", "argparse (ref §6.3 step 1)",
+    # launch: argparse and Hydra override rejections (docs/megatron-facts.md §6.3 step 1, §6.1)
+    _sig(R_LAUNCH, "argparse_error", "error: argument ", B, "launch_error", "argparse (docs/megatron-facts.md §6.3 step 1)",
          unless_text="is_cuda_graph_impl_valid"),
     _sig(R_LAUNCH, "argparse_unrecognized", "error: unrecognized arguments:", B, "launch_error",
-         "argparse (ref §6.3 step 1)"),
+         "argparse (docs/megatron-facts.md §6.3 step 1)"),
     _sig(R_LAUNCH, "hydra_overrides", "Failed to parse Hydra overrides", B, "blocked_config",
-         "Bridge OverridesError (ref §6.1)"),
-    _sig(R_LAUNCH, "hydra_overrides_err", "OverridesError", B, "blocked_config", "Bridge (ref §6.1)"),
-    # environment (baseline fails too: ref §6.1 environment/backend, skill case 4)
+         "Bridge OverridesError (docs/megatron-facts.md §6.1)"),
+    _sig(R_LAUNCH, "hydra_overrides_err", "OverridesError", B, "blocked_config", "Bridge (docs/megatron-facts.md §6.1)"),
+    # environment (baseline fails too: docs/megatron-facts.md §6.1 environment/backend, skill case 4)
     _sig(R_ENV, "no_te", "CUDA Graphs are not supported without TE.", B, "env_blocked",
          "MCore cuda_graphs.py TECudaGraphHelper.__init__ (0.19 L2098-2107)"),
     _sig(R_ENV, "no_attention_backend", "Available backends = {FlashAttention=False, FusedAttention=False, "
-         "UnfusedDotProductAttention=False}", B, "env_blocked", "TE attention backend selection (ref §6.1, skill case 4)"),
-    # API / version breakage (ref §6.1)
+         "UnfusedDotProductAttention=False}", B, "env_blocked", "TE attention backend selection (docs/megatron-facts.md §6.1, skill case 4)"),
+    # API / version breakage (docs/megatron-facts.md §6.1)
     _sig(R_API, "is_moe_layer", "object has no attribute 'is_moe_layer'", B, "api_mismatch",
          "Bridge #4583 (local + mlp scope, model build)"),
     _sig(R_API, "device_pointer_scales", "get_device_pointer_for_data_and_scales()", B, "api_mismatch",
@@ -160,43 +160,43 @@ RUNTIME: tuple[Signature, ...] = (
     # another process holds the GPU (exclusive compute mode) or the device is unavailable on this node
     _sig(R_NODE, "devices_unavailable", "CUDA-capable device(s) is/are busy or unavailable", C, "transient:gpu",
          f"{CUDART} cudaErrorDevicesUnavailable", retry=RETRY_ANY, cuda_enum="cudaErrorDevicesUnavailable"),
-    # CUDA OOM (ref §5.8); the allocator line carries "Tried to allocate <size>"
+    # CUDA OOM (docs/megatron-facts.md §5.8); the allocator line carries "Tried to allocate <size>"
     _sig(R_OOM, "cuda_oom", "CUDA out of memory", O, OOM_CLASS,
-         "PyTorch caching allocator OutOfMemoryError (ref §5.8)"),
+         "PyTorch caching allocator OutOfMemoryError (docs/megatron-facts.md §5.8)"),
     _sig(R_OOM, "cuda_oom_raw", "CUDA error: out of memory", O, OOM_CLASS,
-         f"raw CUDA OOM outside the allocator (ref §5.8); {CUDART} cudaErrorMemoryAllocation",
+         f"raw CUDA OOM outside the allocator (docs/megatron-facts.md §5.8); {CUDART} cudaErrorMemoryAllocation",
          cuda_enum="cudaErrorMemoryAllocation"),
-    _sig(R_OOM, "cublas_alloc", "CUBLAS_STATUS_ALLOC_FAILED", O, OOM_CLASS, "cuBLAS workspace allocation (ref §5.8)"),
-    _sig(R_OOM, "nccl_calloc", "Failed to CUDA calloc", O, OOM_CLASS, "NCCL (ref §5.8; verify per container)"),
+    _sig(R_OOM, "cublas_alloc", "CUBLAS_STATUS_ALLOC_FAILED", O, OOM_CLASS, "cuBLAS workspace allocation (docs/megatron-facts.md §5.8)"),
+    _sig(R_OOM, "nccl_calloc", "Failed to CUDA calloc", O, OOM_CLASS, "NCCL (docs/megatron-facts.md §5.8; verify per container)"),
     # the graph could not be captured: every cudaErrorStreamCapture* and cudaErrorCapturedEvent, and the capture
-    # texts of PyTorch, MCore and TE (ref §5.8, §3.4). Deterministic: the same capture fails again on any node
+    # texts of PyTorch, MCore and TE (docs/megatron-facts.md §5.8, §3.4). Deterministic: the same capture fails again on any node
     _sig(R_CAPTURE, "capture_not_permitted", "operation not permitted when stream is capturing", B, "blocked_capture",
-         f"{CUDART} cudaErrorStreamCaptureUnsupported (ref §5.8; MLM #5889, #1598)",
+         f"{CUDART} cudaErrorStreamCaptureUnsupported (docs/megatron-facts.md §5.8; MLM #5889, #1598)",
          cuda_enum="cudaErrorStreamCaptureUnsupported"),
     # the symptom every failed capture prints first (it comes from capture_end): never the reason when a cause shows
     _sig(R_CAPTURE, "capture_invalidated", "operation failed due to a previous error during capture", B,
-         "blocked_capture", f"{CUDART} cudaErrorStreamCaptureInvalidated (ref §5.8)", symptom=True,
+         "blocked_capture", f"{CUDART} cudaErrorStreamCaptureInvalidated (docs/megatron-facts.md §5.8)", symptom=True,
          cuda_enum="cudaErrorStreamCaptureInvalidated"),
     _sig(R_CAPTURE, "capture_merge", "operation would result in a merge of separate capture sequences", B,
          "blocked_capture", f"{CUDART} cudaErrorStreamCaptureMerge", cuda_enum="cudaErrorStreamCaptureMerge"),
     _sig(R_CAPTURE, "capture_unmatched", "capture was not ended in the same stream as it began", B, "blocked_capture",
          f"{CUDART} cudaErrorStreamCaptureUnmatched", cuda_enum="cudaErrorStreamCaptureUnmatched"),
     _sig(R_CAPTURE, "capture_unjoined", "capturing stream has unjoined work", B, "blocked_capture",
-         f"{CUDART} cudaErrorStreamCaptureUnjoined (ref §5.8)", cuda_enum="cudaErrorStreamCaptureUnjoined"),
+         f"{CUDART} cudaErrorStreamCaptureUnjoined (docs/megatron-facts.md §5.8)", cuda_enum="cudaErrorStreamCaptureUnjoined"),
     _sig(R_CAPTURE, "capture_isolation", "dependency created on uncaptured work in another stream", B,
-         "blocked_capture", f"{CUDART} cudaErrorStreamCaptureIsolation (ref §5.8; Bridge #1688)",
+         "blocked_capture", f"{CUDART} cudaErrorStreamCaptureIsolation (docs/megatron-facts.md §5.8; Bridge #1688)",
          cuda_enum="cudaErrorStreamCaptureIsolation"),
     _sig(R_CAPTURE, "capture_legacy", "operation would make the legacy stream depend on a capturing blocking stream",
-         B, "blocked_capture", f"{CUDART} cudaErrorStreamCaptureImplicit (ref §5.8)",
+         B, "blocked_capture", f"{CUDART} cudaErrorStreamCaptureImplicit (docs/megatron-facts.md §5.8)",
          cuda_enum="cudaErrorStreamCaptureImplicit"),
     _sig(R_CAPTURE, "captured_event", "operation not permitted on an event last recorded in a capturing stream", B,
-         "blocked_capture", f"{CUDART} cudaErrorCapturedEvent (ref §5.8; MLM #6152)",
+         "blocked_capture", f"{CUDART} cudaErrorCapturedEvent (docs/megatron-facts.md §5.8; MLM #6152)",
          cuda_enum="cudaErrorCapturedEvent"),
     _sig(R_CAPTURE, "capture_wrong_thread", "attempt to terminate a thread-local capture sequence from another thread",
          B, "blocked_capture", f"{CUDART} cudaErrorStreamCaptureWrongThread",
          cuda_enum="cudaErrorStreamCaptureWrongThread"),
     _sig(R_CAPTURE, "rng_offset", "Offset increment outside graph capture encountered unexpectedly.", B,
-         "blocked_capture", "PyTorch RNG (ref §5.8)"),
+         "blocked_capture", "PyTorch RNG (docs/megatron-facts.md §5.8)"),
     _sig(R_CAPTURE, "capture_twice", "CUDA Graph capture has already been finished.", B, "blocked_capture",
          "MCore 0.19.2 cuda_graphs.py TECudaGraphHelper._start_capturing L2659"),
     # torch 2.11 aten/src/ATen/native/cuda/Copy.cu (libtorch_cuda.so): a pageable host tensor copied inside a capture
@@ -215,36 +215,36 @@ RUNTIME: tuple[Signature, ...] = (
          "MCore 0.19.2 cuda_graphs.py _CudaGraphRunner.replay_graph_capture L1632"),
     _sig(R_REPLAY, "no_matching_runner", "is set to True but no matching cudagraph runners were found", C,
          "graph_replay", "MCore 0.19.2 cuda_graphs.py CudaGraphManager.__call__ L1897"),
-    # illegal memory access (ref §5.8; MLM #5474: expandable_segments without NCCL_GRAPH_REGISTER=0; TE #3316)
+    # illegal memory access (docs/megatron-facts.md §5.8; MLM #5474: expandable_segments without NCCL_GRAPH_REGISTER=0; TE #3316)
     _sig(R_IMA, "illegal_memory_access", "illegal memory access", C, "illegal_memory_access",
-         f"{CUDART} cudaErrorIllegalAddress / NCCL WARN Cuda failure (ref §5.8); {BRIDGE_FLAKY}", retry=RETRY_EAGER,
+         f"{CUDART} cudaErrorIllegalAddress / NCCL WARN Cuda failure (docs/megatron-facts.md §5.8); {BRIDGE_FLAKY}", retry=RETRY_EAGER,
          cuda_enum="cudaErrorIllegalAddress"),
-    # NCCL / distributed (ref §5.8, §6.2)
+    # NCCL / distributed (docs/megatron-facts.md §5.8, §6.2)
     _sig(R_NCCL, "nccl_watchdog", "Watchdog caught collective operation timeout", C, "nccl_error",
-         f"torch 2.11 ProcessGroupNCCL watchdog (ref §5.8, MLM #735); {BRIDGE_FLAKY}", retry=RETRY_OUTSIDE_CAPTURE),
+         f"torch 2.11 ProcessGroupNCCL watchdog (docs/megatron-facts.md §5.8, MLM #735); {BRIDGE_FLAKY}", retry=RETRY_OUTSIDE_CAPTURE),
     # torch 2.11 ProcessGroupNCCL HeartbeatMonitor (libtorch_cuda.so): a NCCL/CUDA API call hung inside the process;
     # torch's own text says to debug the hang, not to rerun it
     _sig(R_NCCL, "nccl_watchdog_stuck", "ProcessGroupNCCL's watchdog got stuck for", C, "nccl_error",
          "torch 2.11 ProcessGroupNCCL.cpp HeartbeatMonitor (libtorch_cuda.so)"),
     _sig(R_NCCL, "nccl_failed", "Some NCCL operations have failed or timed out.", C, "nccl_error",
-         f"torch 2.11 ProcessGroupNCCL WorkNCCL::handleException (ref §5.8); {BRIDGE_FLAKY}",
+         f"torch 2.11 ProcessGroupNCCL WorkNCCL::handleException (docs/megatron-facts.md §5.8); {BRIDGE_FLAKY}",
          retry=RETRY_OUTSIDE_CAPTURE, symptom=True),
     # the exception torch raises for any NCCL error: the NCCL text inside it names the fault
-    _sig(R_NCCL, "dist_backend", "torch.distributed.DistBackendError", C, "nccl_error", "ref §5.8, §6.2", neutral=True),
+    _sig(R_NCCL, "dist_backend", "torch.distributed.DistBackendError", C, "nccl_error", "docs/megatron-facts.md §5.8, §6.2", neutral=True),
     _sig(R_NCCL, "nccl_remote", "ncclRemoteError", C, "nccl_error",
-         f"torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (ref §5.8); {BRIDGE_FLAKY}", retry=RETRY_ANY),
+         f"torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (docs/megatron-facts.md §5.8); {BRIDGE_FLAKY}", retry=RETRY_ANY),
     _sig(R_NCCL, "nccl_remote_text", "remote process exited or there was a network error", C, "nccl_error",
          f"{NCCL}(ncclRemoteError), inside torch's `NCCL error in: ...`", retry=RETRY_ANY),
     _sig(R_NCCL, "nccl_unhandled_cuda", "ncclUnhandledCudaError", C, "nccl_error",
-         "torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (ref §5.8)", retry=RETRY_EAGER),
+         "torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (docs/megatron-facts.md §5.8)", retry=RETRY_EAGER),
     _sig(R_NCCL, "cuda_call_failed", "Call to CUDA function failed.", C, "nccl_error",
          f"torch 2.11 NCCLUtils.cpp (ncclUnhandledCudaError); {BRIDGE_FLAKY}", retry=RETRY_EAGER),
-    # segfault (ref §5.8, MLM #6152: the 6th replay segfaults with exitcode -11): a native bug, it repeats
-    _sig(R_SEGV, "segfault", "Segmentation fault", C, "segfault", "ref §5.8, §6.2"),
-    _sig(R_SEGV, "segfault_encountered", "Segfault encountered", C, "segfault", "ref §5.8, §6.2"),
+    # segfault (docs/megatron-facts.md §5.8, MLM #6152: the 6th replay segfaults with exitcode -11): a native bug, it repeats
+    _sig(R_SEGV, "segfault", "Segmentation fault", C, "segfault", "docs/megatron-facts.md §5.8, §6.2"),
+    _sig(R_SEGV, "segfault_encountered", "Segfault encountered", C, "segfault", "docs/megatron-facts.md §5.8, §6.2"),
     _sig(R_SEGV, "exitcode_11", "exitcode: -11", C, "segfault", "torchrun elastic `failed (exitcode: -11)`"),
-    _sig(R_SEGV, "exitcode_11_ref", "exitcode -11", C, "segfault", "ref §5.8 `exitcode -11` (MLM #6152)"),
-    _sig(R_SEGV, "exitcode_11b", "exitcode  : -11", C, "segfault", "torchrun ChildFailedError block (ref §5.8)"),
+    _sig(R_SEGV, "exitcode_11_ref", "exitcode -11", C, "segfault", "docs/megatron-facts.md §5.8 `exitcode -11` (MLM #6152)"),
+    _sig(R_SEGV, "exitcode_11b", "exitcode  : -11", C, "segfault", "torchrun ChildFailedError block (docs/megatron-facts.md §5.8)"),
     _sig(R_SEGV, "sigsegv", "SIGSEGV", C, "segfault", "torchrun signal report"),
     # other CUDA errors: a kernel fault (retried in an eager arm, as NVIDIA's harness does), or any CUDA error this
     # catalogue does not know, named by its text and the enum of torch's `Search for` line (never retried)
@@ -274,15 +274,15 @@ RUNTIME: tuple[Signature, ...] = (
     _sig(R_HOST, "glibc", "Fatal glibc error", C, "memory_corruption", BRIDGE_FLAKY),
     _sig(R_HOST, "unpack", "Unpack failed: incomplete input", C, "io_error", BRIDGE_FLAKY),
     _sig(R_HOST, "eof_data", "EOFError: No data left in file", C, "io_error", BRIDGE_FLAKY),
-    # walltime (ref §5.8 slurmstepd; §6.2 timeout marker)
+    # walltime (docs/megatron-facts.md §5.8 slurmstepd; §6.2 timeout marker)
     _sig(R_WALLTIME, TIME_LIMIT, "DUE TO TIME LIMIT", TIMEOUT, "hang_timeout", "slurmstepd `*** JOB <id> ON <node> "
-         "CANCELLED AT <ts> DUE TO TIME LIMIT ***` (ref §5.8)"),
-    # NaN / Inf (ref §5.8 rerun state machine; MLM #5966): under graphs a NaN is the finding, not a flake
-    _sig(R_NAN, "found_nan", "found NaN in", C, "nan", "MCore rerun_state_machine (ref §5.8, §6.2)"),
-    _sig(R_NAN, "found_inf", "found Inf in", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(R_NAN, "unexpected_nan", "Unexpected result nan", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(R_NAN, "unexpected_inf", "Unexpected result inf", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
-    _sig(R_NAN, "spiky_loss", "Spiky loss", C, "nan", "MCore rerun_state_machine (ref §5.8)"),
+         "CANCELLED AT <ts> DUE TO TIME LIMIT ***` (docs/megatron-facts.md §5.8)"),
+    # NaN / Inf (docs/megatron-facts.md §5.8 rerun state machine; MLM #5966): under graphs a NaN is the finding, not a flake
+    _sig(R_NAN, "found_nan", "found NaN in", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8, §6.2)"),
+    _sig(R_NAN, "found_inf", "found Inf in", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8)"),
+    _sig(R_NAN, "unexpected_nan", "Unexpected result nan", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8)"),
+    _sig(R_NAN, "unexpected_inf", "Unexpected result inf", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8)"),
+    _sig(R_NAN, "spiky_loss", "Spiky loss", C, "nan", "MCore rerun_state_machine (docs/megatron-facts.md §5.8)"),
 )
 
 # Constraint texts first: a cause with a traceback frame is more specific than the generic text it shares

@@ -17,7 +17,7 @@ import yaml
 
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
-from graphsweep.vocab import LaunchPlan, RunSpec, SpecError, Violation
+from graphsweep.vocab import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
 from graphsweep.workloads import bridge_check
 from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
 from graphsweep.workloads.registry import for_run
@@ -34,6 +34,7 @@ class PlannedRun:
     violations: tuple[Violation, ...]
     est_gpu_seconds: float
     verify: bool = False  # spec `verify: true`: submitted although preflight blocks it, to confirm the rule
+    graph_switch: GraphOverrides | None = None  # what its command sets that eager's does not (the report pastes it)
 
     @property
     def status(self) -> str:
@@ -63,7 +64,8 @@ def plan_sweep(spec: Spec) -> list[PlannedRun]:
             for run_id, found in _bridge_verdicts(spec, runs, plans).items():
                 violations[run_id] += found
     verify = bool(spec.raw.get("verify"))
-    return [PlannedRun(r, plans[r.run_id], tuple(violations[r.run_id]), for_run(r).estimate(r), verify) for r in runs]
+    return [PlannedRun(r, plans[r.run_id], tuple(violations[r.run_id]), for_run(r).estimate(r), verify,
+                       for_run(r).graph_switch(r)) for r in runs]
 
 
 def _bridge_verdicts(spec: Spec, runs: Sequence[RunSpec], plans: dict[str, LaunchPlan]) -> dict[str, list[Violation]]:
@@ -99,6 +101,7 @@ def plan_frame(planned: Sequence[PlannedRun]) -> pd.DataFrame:
             rule_message=" | ".join(v.message for v in p.violations) or None,
             rule_source=" | ".join(v.source for v in p.violations) or None,
             command=p.launch.shell(),
+            graph_overrides=p.graph_switch.to_json() if p.graph_switch else None,
             seed=p.launch.seed,
             est_gpu_seconds=p.est_gpu_seconds,  # kept for blocked runs too: the report shows the GPU time saved
         )

@@ -2,7 +2,7 @@
 speedup; of several, the highest speedup, saying when intervals overlap so the ranking is not certain), with its
 memory price and the overrides to paste; else "stay eager", saying which verdicts kept every variant out.
 
-Reads the verdict fields of comparison.parquet and the commands of plan.parquet, never a reason's text. The same
+Reads the verdict fields of comparison.parquet and plan.parquet's graph_overrides, never a reason's text. The same
 sentences make the Markdown list and the HTML table.
 """
 
@@ -22,7 +22,6 @@ from graphsweep.vocab import (
     AA, BASELINE_FAILED, BLOCKED, FAILED, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN, SPEEDUP,
     UNVERIFIED, VERDICT_COLORS, VERDICTS,
 )  # fmt: skip
-from graphsweep.workloads import megatron_bridge as mb
 from graphsweep.report.data import SweepTables, as_number, flag
 from graphsweep.report.shapes import Overrides, graph_overrides, shape_axes
 from graphsweep.report.text import cell_label, fmt_speedup, fmt_value, level, md_code, md_inline, md_text
@@ -231,8 +230,7 @@ def paste_words(rec: Recommendation) -> tuple[str, str]:
     o = rec.overrides
     if rec.choice is None or o is None:
         return "", ""
-    what = "Megatron Bridge overrides" if o.workload == mb.KIND else "trainer flags"
-    return what, o.line
+    return o.what, o.line  # what the workload calls them, recorded in the plan
 
 
 # --------------------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def memory_figure(t: SweepTables) -> str:
     return " / ".join(vd.MEMORY_FIGURES.get(m, m) for m in metrics) or "the runs' memory figure"
 
 
-# PyTorch >= 2.4 allocator message (megatron-reference.md §6; older builds print "capacty"): the numbers a reader
+# PyTorch >= 2.4 allocator message (docs/megatron-facts.md §5.8; older builds print "capacty"): the numbers a reader
 # needs fit in one line; the full text stays in comparison.parquet and in the HTML tooltip.
 _TORCH_OOM = re.compile(
     r"(?:torch\.(?:cuda\.)?)?OutOfMemoryError: CUDA out of memory\. Tried to allocate ([\d.]+ [KMGT]i?B)\."

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from graphsweep import logformat as lf
-from graphsweep.run.job import job_argv
+from graphsweep.run.job import job_argv, own_interpreter
 from graphsweep.vocab import ABBA_DRIVER, GRAPH, LaunchPlan
 
 
 def _segment_argv(plan: LaunchPlan, slurm: Mapping[str, Any] | None) -> list[str]:
-    return job_argv(plan, slurm or {})  # the same srun / container wrapping as an unpaired run
+    return own_interpreter(job_argv(plan, slurm or {}))  # the same srun / container wrapping as an unpaired run
 
 
 def run_pair(

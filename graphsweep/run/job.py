@@ -12,12 +12,13 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from graphsweep import provenance
-from graphsweep.vocab import ABBA_DRIVER, TORCHRUN_TEE, LaunchPlan
+from graphsweep import provenance, resources
+from graphsweep.vocab import ABBA_DRIVER, PYTHON, TORCHRUN_TEE, LaunchPlan
 
 
 def is_pair_plan(plan: LaunchPlan) -> bool:
@@ -37,6 +38,15 @@ def tees_rank_files(plan: LaunchPlan) -> bool:
     return TORCHRUN_TEE in launcher and not any(a.startswith(("--log-dir", "--log_dir")) for a in launcher)
 
 
+def own_interpreter(argv: list[str]) -> list[str]:
+    """graphsweep's own programs (`python -m graphsweep...`, the plan's vocab.PYTHON) run in this process's interpreter:
+    the job's, which has graphsweep. Called inside the job, so a profile's slurm.python applies; any other command,
+    and an interpreter the spec names, runs as planned."""
+    if len(argv) >= 3 and argv[0] == PYTHON and argv[1] == "-m" and argv[2].split(".")[0] == "graphsweep":
+        return [sys.executable, *argv[1:]]
+    return list(argv)
+
+
 def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -44,6 +54,7 @@ def utc_now() -> str:
 def job_main(argv: list[str], env: Mapping[str, str], log_path: str, cwd: str | None = None) -> dict[str, Any]:
     """Run the training command inside the job; its stdout and stderr go to log_path. Returns facts for run.json."""
     start, t0 = utc_now(), time.monotonic()
+    argv = own_interpreter(argv)
     full_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
@@ -99,7 +110,7 @@ def job_argv(plan: LaunchPlan, slurm: Mapping[str, Any]) -> list[str]:
     args = list(plan.srun_args)
     image = slurm.get("container_image")
     if image and not any(a.startswith("--container-image") for a in args):
-        repo = str(Path(slurm.get("graphsweep_dir") or Path(__file__).resolve().parents[2]))
+        repo = str(slurm.get("graphsweep_dir") or resources.SOURCE_ROOT)
         mounts = [f"{repo}:{repo}", *_as_list(slurm.get("container_mounts"))]
         args += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}", "--no-container-mount-home"]
         if slurm.get("container_workdir"):

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator, Mapping
 import submitit
 import yaml
 
+from graphsweep import resources
 from graphsweep.parse.signatures import find_transient
 from graphsweep.run.controller import process_start
 from graphsweep.run.job import job_argv, job_main, tees_rank_files, utc_now
@@ -52,18 +53,16 @@ from graphsweep.vocab import JOB_FAILURE, JOB_SIDE, RANKS_DIR, TORCHRUN_LOG_DIR_
 
 def _slurm_defaults() -> dict[str, Any]:
     """The defaults of the profile's `slurm:` block, from the workflow's config schema (one place for them)."""
-    schema = yaml.safe_load(CONFIG_SCHEMA.read_text())
+    schema = yaml.safe_load(resources.read_text(resources.CONFIG_SCHEMA))
     props = schema["properties"]["slurm"]["properties"]
     return {k: v["default"] for k, v in props.items() if "default" in v}
 
 
 def _timeout_default() -> int:
-    schema = yaml.safe_load(SWEEP_SCHEMA.read_text())
+    schema = yaml.safe_load(resources.read_text(resources.SWEEP_SCHEMA))
     return int(schema["properties"]["executor"]["properties"]["timeout_min"]["default"])
 
 
-CONFIG_SCHEMA = Path(__file__).resolve().parents[2] / "configs" / "schema" / "config.schema.yaml"
-SWEEP_SCHEMA = CONFIG_SCHEMA.with_name("sweep.schema.yaml")
 SLURM_DEFAULTS = _slurm_defaults()
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from graphsweep import __version__
+from graphsweep import __version__, resources
 from graphsweep.provenance import git_state
 from graphsweep.store.tables import SCHEMA_VERSION, table_info
 
@@ -104,13 +104,13 @@ def build_manifest(sweep: str, stamp: str, files: list[tuple[PurePosixPath, Path
         entries.append(e)
     spec_bytes = spec_text.encode()
     entries.append({"path": "spec.yaml", "sha256": sha256_bytes(spec_bytes), "bytes": len(spec_bytes)})
-    repo = Path(__file__).resolve().parent.parent
+    repo = resources.checkout()  # an installed graphsweep: no commit to record
     return {
         "format": FORMAT,
         "manifest_version": MANIFEST_VERSION,
         "sweep": sweep,
         "created_utc": stamp,
-        "pipeline": {"name": "graphsweep", "version": __version__, **git_state(repo)},
+        "pipeline": {"name": "graphsweep", "version": __version__, **(git_state(repo) if repo else {})},
         "schema_version": SCHEMA_VERSION,
         "spec": {"path": spec_path, "hash": spec_hash(spec_text), "sha256": sha256_bytes(spec_bytes)},
         "analysis": _analysis(sweep_dir),

@@ -30,6 +30,7 @@ SCHEMA_VERSION = 4
 PLAN_COLUMNS = [
     "sweep", "run_id", "shape_id", "cell_id", "arm", "variant", "impl", "scope", "repeat", "warmup", "iterations",
     "gpus", "workload", "status", "rule_id", "rule_message", "rule_source", "command", "seed", "est_gpu_seconds",
+    "graph_overrides",  # vocab.GraphOverrides as JSON; plans written before it lack it (docs/tables.md)
 ]  # fmt: skip
 ITERATION_COLUMNS = [
     "run_id", "iteration", "elapsed_ms", "tflops", "loss", "grad_norm", "mem_allocated_gb", "mem_max_allocated_gb",

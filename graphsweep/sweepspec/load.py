@@ -13,17 +13,16 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
+from graphsweep import resources
 from graphsweep.sweepspec.source import check_source
 from graphsweep.sweepspec.sweep import Spec, parse_variant
 from graphsweep.vocab import RESERVED_VARIANT_NAMES, SpecError
 from graphsweep.workloads.registry import workload_for
 
-SWEEP_SCHEMA = Path(__file__).resolve().parents[2] / "configs" / "schema" / "sweep.schema.yaml"
-
 
 def _load_schema() -> dict[str, Any]:
-    with open(SWEEP_SCHEMA) as f:
-        return yaml.safe_load(f)
+    """The sweep schema, package data (graphsweep/schemas/sweep.schema.yaml): an installed graphsweep validates too."""
+    return yaml.safe_load(resources.read_text(resources.SWEEP_SCHEMA))
 
 
 def schema_default(key: str) -> Any:

@@ -1,7 +1,8 @@
 """The workload protocol: what the planner asks of every kind of training a sweep can run.
 
 A workload is a plug-in below the spec: it knows its own settings (`validate`), the constraints its runs can break
-before a job (`preflight`), the exact command of a run (`launch_plan`) and what a run costs (`estimate`). It sees
+before a job (`preflight`), the exact command of a run (`launch_plan`), what that command sets for its graph that the
+eager command does not (`graph_switch`) and what a run costs (`estimate`). It sees
 runs (graphsweep.vocab.RunSpec), never the whole sweep, so a new workload is one module and one registry line.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
-from graphsweep.vocab import LaunchPlan, RunSpec, Violation
+from graphsweep.vocab import GraphOverrides, LaunchPlan, RunSpec, Violation
 
 
 class Workload(Protocol):
@@ -24,6 +25,10 @@ class Workload(Protocol):
 
     def launch_plan(self, run: RunSpec) -> LaunchPlan:
         """The exact command, environment and GPU layout of this run's job."""
+
+    def graph_switch(self, run: RunSpec) -> GraphOverrides | None:
+        """What this run's command sets that the eager command of its shape does not (None for an eager run): the
+        overrides or flags a user pastes to get this graph, from the settings launch_plan makes the command of."""
 
     def estimate(self, run: RunSpec) -> float:
         """GPU-seconds the run asks for (the dry run's cost; blocked runs report it as saved)."""

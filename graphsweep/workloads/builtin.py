@@ -4,12 +4,11 @@ checks, the command of a run and its cost. No torch here: the controller never i
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.entry.builtin_settings import REQUIRED, SCOPES, SETTINGS, TRAINER, setting_problem, shape_problem
-from graphsweep.vocab import EAGER, LaunchPlan, RunSpec, SpecError, Violation
+from graphsweep.vocab import EAGER, PYTHON, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
 
 KIND = "builtin"
 SETUP_SECONDS, STEP_SECONDS = 10.0, 0.05  # rough cost of a run when nothing better is known
@@ -62,24 +61,34 @@ def preflight(run: RunSpec) -> list[Violation]:
     return []  # the trainer itself says when it cannot run a graph here (no CUDA: blocked, exit 3)
 
 
-def launch_plan(run: RunSpec, python: str | None = None) -> LaunchPlan:
+def launch_plan(run: RunSpec) -> LaunchPlan:
     s = run.settings
-    argv = [python or sys.executable, "-m", TRAINER]
+    # the spec's workload.python (schema default `python`: the job's own interpreter, vocab.PYTHON), never this
+    # process's path: a plan that names the controller's venv changes, and re-queues every run, when the venv moves
+    argv = [str(run.workload.get("python") or PYTHON), "-m", TRAINER]
     for key in REQUIRED:
         argv += [f"--{key.replace('_', '-')}", str(s[key])]
     argv += ["--warmup", str(run.warmup), "--iters", str(run.total_iterations), "--seed", str(run.repeat)]
     for key in ("vocab", "dtype", "mem_fraction"):
         if key in s:
             argv += [f"--{key.replace('_', '-')}", str(s[key])]
-    v = run.variant
-    if not v.is_graph:
-        argv += ["--variant", EAGER]
-    elif v.is_full_iteration:
-        argv += ["--variant", "full_iteration"]
-    else:
-        argv += ["--variant", "scoped", "--scope", ",".join(v.scope)]
+    argv += _variant_flags(run.variant)
     env = {str(k): str(val) for k, val in run.workload.get("env", {}).items()}
     return LaunchPlan(argv=argv, env=env, gpus=1, nodes=1, gpus_per_node=1, seed=run.repeat)
+
+
+def _variant_flags(v: Variant) -> list[str]:
+    """The trainer's graph switch: the only flags in which a graph run's command differs from eager's."""
+    if not v.is_graph:
+        return ["--variant", EAGER]
+    if v.is_full_iteration:
+        return ["--variant", "full_iteration"]
+    return ["--variant", "scoped", "--scope", ",".join(v.scope)]
+
+
+def graph_switch(run: RunSpec) -> GraphOverrides | None:
+    """The trainer flags a graph run adds to eager's command (every other flag is the shape's and the repeat's)."""
+    return GraphOverrides("trainer flags", tuple(_variant_flags(run.variant))) if run.variant.is_graph else None
 
 
 def estimate(run: RunSpec) -> float:

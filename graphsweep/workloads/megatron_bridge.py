@@ -4,8 +4,8 @@ Three launch modes (spec `workload.launch`):
 - ``entry``: graphsweep's own entry script (graphsweep/entry/megatron_entry.py, run by path inside the user's
   container) builds the Bridge recipe config, applies the Hydra overrides with Bridge's omegaconf_utils and
   prints post-capture memory plus explicit capture/replay markers on every iteration;
-- ``run_recipe``: Bridge's ``scripts/training/run_recipe.py --recipe NAME`` with trailing overrides (reference 4.2);
-- ``perf_harness``: ``scripts/performance/run_script.py`` flags (reference 4.4; it has no h200 GPU choice, so
+- ``run_recipe``: Bridge's ``scripts/training/run_recipe.py --recipe NAME`` with trailing overrides (docs/megatron-facts.md §4.2);
+- ``perf_harness``: ``scripts/performance/run_script.py`` flags (docs/megatron-facts.md §4.4; it has no h200 GPU choice, so
   ``-g h100``: same sm_90, 8 GPUs a node, perf recipes are looked up by name).
 
 Fairness (design "Measurement rules"): every arm of a shape gets the same overrides and environment except the
@@ -18,18 +18,22 @@ included, so both arms do the same work per step.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from graphsweep import resources
 from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
-from graphsweep.vocab import TORCHRUN_TEE, LaunchPlan, RunSpec, SpecError, Variant, Violation
+from graphsweep.constraints.graph import GRAPH_FIELDS
+from graphsweep.vocab import (
+    EAGER, EAGER_VARIANT, TORCHRUN_TEE, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation,
+)  # fmt: skip
 
 KIND = "megatron_bridge"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ENTRY_RELPATH = "graphsweep/entry/megatron_entry.py"
+ENTRY_RELPATH = "graphsweep/entry/megatron_entry.py"  # under resources.SOURCE_ROOT, or the profile's graphsweep_dir
 
 # Settings keys that are graphsweep's, not Bridge config paths.
 SPECIAL_KEYS = {"gpus", "est_step_s", "compute_dtype"}
@@ -46,7 +50,7 @@ NAN_KEYS = ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_g
 RNG_KEYS = ("model.use_te_rng_tracker", "rng.te_rng_tracker")
 
 # One environment for all arms. COMMON_RECIPE_ENV_VARS of Bridge recipes (recipes/utils/environment_utils.py,
-# reference 3.5) plus CUDA_DEVICE_MAX_CONNECTIONS=1 (H100 dense perf recipes; MoE recipes use 32: set it in
+# docs/megatron-facts.md §3.5) plus CUDA_DEVICE_MAX_CONNECTIONS=1 (H100 dense perf recipes; MoE recipes use 32: set it in
 # workload.env). Bridge applies recipe env with setdefault, so exporting them here makes the values explicit
 # and identical for both arms. NCCL_GRAPH_REGISTER=0 goes with expandable segments (MCore cuda_graphs.py).
 # Not TORCH_NCCL_AVOID_RECORD_STREAMS=1: its behaviour is torch's only one from 2.8 on (pytorch PR #148590, kept out
@@ -60,7 +64,7 @@ DEFAULT_ENV: dict[str, str] = {
     "CUDA_DEVICE_MAX_CONNECTIONS": "1",
 }
 
-# Perf harness: argument_parser.py -g choices have no h200 (reference 4.4).
+# Perf harness: argument_parser.py -g choices have no h200 (docs/megatron-facts.md §4.4).
 PERF_HARNESS_GPU = "h100"
 SETUP_SECONDS = 120.0  # container start, imports (51-64 s per process on the H200 runs), init, data
 DEFAULT_GPUS_PER_NODE = 8
@@ -225,7 +229,7 @@ def _as_list(value: Any) -> list[str]:
 
 def entry_path(run: RunSpec) -> str:
     """Where the entry script is inside the job: the repository, mounted at the same path (see srun_args)."""
-    return str(Path(_slurm(run).get("graphsweep_dir") or REPO_ROOT) / ENTRY_RELPATH)
+    return str(Path(_slurm(run).get("graphsweep_dir") or resources.SOURCE_ROOT) / ENTRY_RELPATH)
 
 
 def program_argv(run: RunSpec, overrides: Mapping[str, Any]) -> list[str]:
@@ -254,18 +258,41 @@ def program_argv(run: RunSpec, overrides: Mapping[str, Any]) -> list[str]:
             "-g", PERF_HARNESS_GPU, "-c", str(run.settings.get("compute_dtype", "bf16")),
             "-ng", str(run.gpus), "-gn", str(gpn),
         ]  # fmt: skip
-        v = run.variant
-        if not v.is_graph:
-            argv += ["--cuda_graph_impl", "none"]
-        elif v.is_full_iteration:
-            argv += ["--cuda_graph_impl", "local", "--cuda_graph_scope", "full_iteration"]
-        else:
-            argv += ["--cuda_graph_impl", "transformer_engine", "--cuda_graph_scope", ",".join(v.scope)]
         # The harness sets the graph switch itself from the flags (overrides.py _set_cuda_graph_overrides,
         # which translates for MCore 0.19); everything else goes as trailing Hydra overrides, applied last.
         rest = {k: val for k, val in overrides.items() if k not in GRAPH_KEYS}
-        return argv + [format_override(k, val) for k, val in rest.items()]
+        return argv + _harness_graph_flags(run.variant) + [format_override(k, val) for k, val in rest.items()]
     raise MegatronSpecError(f"workload.launch = {launch!r}: use entry, run_recipe or perf_harness")
+
+
+def _harness_graph_flags(v: Variant) -> list[str]:
+    """The perf harness's graph switch (argument_parser.py --cuda_graph_impl / --cuda_graph_scope)."""
+    if not v.is_graph:
+        return ["--cuda_graph_impl", "none"]
+    if v.is_full_iteration:
+        return ["--cuda_graph_impl", "local", "--cuda_graph_scope", "full_iteration"]
+    return ["--cuda_graph_impl", "transformer_engine", "--cuda_graph_scope", ",".join(v.scope)]
+
+
+def graph_switch(run: RunSpec) -> GraphOverrides | None:
+    """The overrides a graph run sets that the eager run of its shape does not, from the same overrides the command
+    is built of: the graph switch, the graph-arm extras, and for a full-iteration graph the NaN checks off, which Bridge
+    requires for it (config.py L1364-1369) even where the sweep turned them off in both arms. Graph fields both arms
+    share (cuda_graph_warmup_steps, those NaN checks) are `shared`: part of how the graph was measured."""
+    if not run.variant.is_graph:
+        return None
+    graph = run_overrides(run)
+    eager = run_overrides(replace(run, arm=EAGER, variant=EAGER_VARIANT))
+    differs = [k for k in graph if k not in eager or eager[k] != graph[k]]
+    if run.variant.is_full_iteration:
+        differs += [k for k in NAN_KEYS if k in graph and k not in differs]
+    shared = [k for k in graph if k in (*GRAPH_FIELDS, *NAN_KEYS) and k not in differs]
+    flags: list[str] = []
+    if run.workload.get("launch", "entry") == "perf_harness":  # the switch is the harness's flags, not overrides
+        flags = _harness_graph_flags(run.variant)
+        differs, shared = [k for k in differs if k not in GRAPH_KEYS], [k for k in shared if k not in GRAPH_KEYS]
+    return GraphOverrides("Megatron Bridge overrides", tuple(flags + [format_override(k, graph[k]) for k in differs]),
+                          tuple(format_override(k, graph[k]) for k in shared))
 
 
 def srun_args(run: RunSpec, rank_log_dir: str | None = None) -> list[str]:
@@ -275,7 +302,7 @@ def srun_args(run: RunSpec, rank_log_dir: str | None = None) -> list[str]:
     slurm = _slurm(run)
     image = slurm.get("container_image")
     if image:
-        repo = str(Path(slurm.get("graphsweep_dir") or REPO_ROOT))
+        repo = str(slurm.get("graphsweep_dir") or resources.SOURCE_ROOT)
         mounts = [f"{repo}:{repo}", *_as_list(slurm.get("container_mounts"))]
         args += [f"--container-image={image}", f"--container-mounts={','.join(mounts)}", "--no-container-mount-home"]
         if slurm.get("container_workdir"):

@@ -11,11 +11,10 @@ log back into segments and arms.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from graphsweep.vocab import ABBA_DRIVER, EAGER, GRAPH, LaunchPlan, RunSpec, Violation
+from graphsweep.vocab import ABBA_DRIVER, EAGER, GRAPH, PYTHON, GraphOverrides, LaunchPlan, RunSpec, Violation
 from graphsweep.workloads.base import Workload
 
 ORDERS = {1: ("A1", "B1", "B2", "A2"), 0: ("B1", "A1", "A2", "B2")}  # by repeat parity
@@ -25,15 +24,15 @@ def order_for(repeat: int) -> tuple[str, ...]:
     return ORDERS[repeat % 2]
 
 
-def pair_plan(eager: LaunchPlan, other: LaunchPlan, repeat: int, arms: tuple[str, str] = (EAGER, GRAPH),
-              python: str | None = None) -> LaunchPlan:
+def pair_plan(eager: LaunchPlan, other: LaunchPlan, repeat: int, arms: tuple[str, str] = (EAGER, GRAPH)) -> LaunchPlan:
     """The pair job's plan: the driver as the command, the allocation of the arms (they share one layout)."""
     layout = lambda p: (p.nodes, p.gpus_per_node, p.tasks_per_node)  # noqa: E731
     if layout(eager) != layout(other):
         raise ValueError("pairing: the eager and graph arms need the same GPU layout to share one allocation")
     order = order_for(repeat)
     plans = json.dumps({"A": eager.to_dict(), "B": other.to_dict()}, sort_keys=True)
-    argv = [python or sys.executable, "-m", ABBA_DRIVER, "--order", ",".join(order), "--arms", ",".join(arms),
+    # the driver runs in the job's own interpreter (vocab.PYTHON), on the host, never in the user's container
+    argv = [PYTHON, "-m", ABBA_DRIVER, "--order", ",".join(order), "--arms", ",".join(arms),
             "--plans", plans]
     # srun as the arms have it: the allocation then gets one task per GPU and the driver runs in the batch step
     # (run/submit.py slurm_parameters); the driver starts each segment as its own srun step (run/job.py job_argv)
@@ -60,6 +59,9 @@ class Paired:
         eager, other = run.pair_arms()
         return pair_plan(self.inner.launch_plan(eager), self.inner.launch_plan(other), run.repeat,
                          arms=(eager.arm, other.arm))
+
+    def graph_switch(self, run: RunSpec) -> GraphOverrides | None:
+        return self.inner.graph_switch(run.pair_arms()[1])  # the graph arm's; an A/A pair's control arm has none
 
     def estimate(self, run: RunSpec) -> float:
         return sum(2 * self.inner.estimate(arm) for arm in run.pair_arms())  # four segments: each arm twice

@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+
 HOST = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
 
 # Small sweeps for the fault tests: the builtin GPT on CPU; graph arms end quickly as blocked (no CUDA).

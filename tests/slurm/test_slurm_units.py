@@ -27,13 +27,23 @@ from graphsweep.run.slurmstate import JobRecord
 from graphsweep.run.job import job_argv
 from graphsweep.run.submit import slurm_parameters
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+
 PROFILE = ROOT / "profiles" / "slurm"
 
 
-def sbatch_text(params: dict) -> str:
-    """The sbatch script submitit would submit with these parameters (nothing is submitted)."""
-    ex = submitit.AutoExecutor(folder="/tmp/graphsweep-unit/%j", cluster="slurm")
+def sbatch_text(params: dict, tmp: Path) -> str:
+    """The sbatch script submitit would submit with these parameters (nothing is submitted). submitit's Slurm executor
+    starts only where `srun` is on PATH: without Slurm installed, a stand-in srun (never run) is put there."""
+    path = os.environ["PATH"]
+    if not shutil.which("srun"):
+        (tmp / "srun").write_text("#!/bin/sh\nexit 1\n")
+        (tmp / "srun").chmod(0o755)
+        os.environ["PATH"] = f"{tmp}{os.pathsep}{path}"
+    try:
+        ex = submitit.AutoExecutor(folder=str(tmp / "%j"), cluster="slurm")
+    finally:
+        os.environ["PATH"] = path
     ex.update_parameters(**params)
     return ex._executor._make_submission_file_text("python -u -m submitit.core._submit /x", "uuid")
 
@@ -41,6 +51,7 @@ def sbatch_text(params: dict) -> str:
 # --- profile -------------------------------------------------------------------------------------
 
 
+@pytest.mark.snakemake
 def test_profile_is_found_as_slurm_from_the_repository_root():
     assert (ROOT / "slurm").is_symlink() and (ROOT / "slurm").resolve() == PROFILE.resolve()
     env = {**os.environ, "XDG_CONFIG_HOME": "/nonexistent-graphsweep"}  # the user's own profiles play no part
@@ -68,27 +79,27 @@ def test_profile_keeps_finished_runs_and_retries_infrastructure_failures():
 # --- sbatch parameters -----------------------------------------------------------------------------
 
 
-def test_builtin_run_asks_for_its_gpu_and_one_task():
+def test_builtin_run_asks_for_its_gpu_and_one_task(tmp_path):
     params = slurm_parameters(LaunchPlan(argv=["python", "-m", "w"]), {"partition": "batch", "account": "perf"}, 20, "gs-a")
-    text = sbatch_text(params)
+    text = sbatch_text(params, tmp_path)
     for line in ["--gpus-per-node=1", "--ntasks-per-node=1", "--nodes=1", "--partition=batch", "--account=perf",
                  "--time=20", "--job-name=gs-a"]:  # fmt: skip
         assert f"#SBATCH {line}" in text, line
     assert "srun" in text  # the submitit task itself runs as one srun task
 
 
-def test_gpu_less_cluster_requests_no_gpus():
+def test_gpu_less_cluster_requests_no_gpus(tmp_path):
     params = slurm_parameters(LaunchPlan(argv=["python"]), {"request_gpus": False}, 5, "gs-a")
-    assert "gpus" not in sbatch_text(params)
+    assert "gpus" not in sbatch_text(params, tmp_path)
 
 
-def test_multi_node_megatron_shape_gets_nodes_and_one_task_per_gpu_from_its_plan():
+def test_multi_node_megatron_shape_gets_nodes_and_one_task_per_gpu_from_its_plan(tmp_path):
     plan = LaunchPlan(argv=["python", "entry.py"], gpus=16, nodes=2, gpus_per_node=8, tasks_per_node=8, srun=True,
                       srun_args=["--nodes=2", "--ntasks=16", "--ntasks-per-node=8"])  # fmt: skip
     slurm = {"exclusive": True, "constraint": "h100", "qos": "high", "mem_gb": 0, "sbatch": {"mail-type": "FAIL"},
              "setup": ["module load cuda"], "container_image": "nvcr.io/nvidia/nemo:25.11",
              "container_mounts": ["/lustre:/lustre"], "srun_args": ["--mpi=pmix"]}  # fmt: skip
-    text = sbatch_text(slurm_parameters(plan, slurm, 30, "gs-b"))
+    text = sbatch_text(slurm_parameters(plan, slurm, 30, "gs-b"), tmp_path)
     for line in ["--nodes=2", "--gpus-per-node=8", "--ntasks-per-node=8", "--exclusive", "--constraint=h100",
                  "--qos=high", "--mail-type=FAIL"]:  # fmt: skip
         assert f"#SBATCH {line}" in text, line
@@ -108,9 +119,9 @@ def test_layout_and_time_cannot_be_set_in_the_profile():
         slurm_parameters(LaunchPlan(argv=["python"]), {"partiton": "x"}, 5, "gs-a")
 
 
-def test_short_time_limit_gets_a_signal_before_the_limit():
+def test_short_time_limit_gets_a_signal_before_the_limit(tmp_path):
     params = slurm_parameters(LaunchPlan(argv=["python"]), {}, 1, "gs-a")
-    assert "#SBATCH --signal=USR2@10" in sbatch_text(params)
+    assert "#SBATCH --signal=USR2@10" in sbatch_text(params, tmp_path)
 
 
 # --- sacct, guard, cache -----------------------------------------------------------------------------
