@@ -301,3 +301,22 @@ def benchmark(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+LOGS = ROOT / "tests" / "fixtures" / "logs"  # real logs (tests/fixtures/README.md)
+# Hand-made runs on one H200: eager, TE scoped attn, local full-iteration, and a config Bridge rejected.
+BY_HAND = {
+    "sweep": "h200-by-hand",
+    "description": "Megatron Bridge runs made by hand before graphsweep, ingested",
+    "workload": {"kind": "megatron_bridge", "recipe": "vanilla_gpt_pretrain_config"},
+    "source": {"logs": str(LOGS / "megatron-h200"), "pattern": r"(?P<variant>eager|te_attn|local_full|invalid_full)\.log"},
+    "axes": {"model.seq_length": [1024]},
+    "variants": [
+        {"name": "te_attn", "impl": "transformer_engine", "scope": ["attn"]},
+        {"name": "local_full", "impl": "local", "scope": ["full_iteration"]},
+        {"name": "invalid_full", "impl": "full_iteration", "overrides": {"rerun_state_machine.check_for_nan_in_loss": True}},
+    ],
+    "repeats": 1,
+    "warmup": 3,
+    "iterations": 26,
+}  # fmt: skip

@@ -183,9 +183,9 @@ def test_only_resources_knows_where_the_package_lies() -> None:
         assert own_path_uses(name), f"{name} no longer names __file__: drop it from OWN_PATH_ALLOWED"
 
 
-# Test modules share helpers through tests/support.py only. The preflight case table stays in tests/test_preflight.py
-# while branch `releases` rewrites it (issue 22): move it into support.py once that work has landed.
-TEST_IMPORTS_ALLOWED = {("test_bridge_agreement", "tests.test_preflight")}
+# Test modules share helpers through tests/support.py (and the preflight case table through
+# tests/support_preflight.py) only, never by importing each other.
+TEST_IMPORTS_ALLOWED: set[tuple[str, str]] = set()
 
 
 def _not_through_support(target: str) -> bool:

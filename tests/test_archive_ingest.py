@@ -22,26 +22,9 @@ from graphsweep.cli import main as cli_main
 from graphsweep.run.ingest import IngestError, match_files
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import SpecError
-from tests.support import ROOT, run_spec, snakemake
+from tests.support import BY_HAND, LOGS, ROOT, run_spec, snakemake
 
 
-LOGS = ROOT / "tests" / "fixtures" / "logs"
-# Hand-made runs on one H200: eager, TE scoped attn, local full-iteration, and a config Bridge rejected.
-BY_HAND = {
-    "sweep": "h200-by-hand",
-    "description": "Megatron Bridge runs made by hand before graphsweep, ingested",
-    "workload": {"kind": "megatron_bridge", "recipe": "vanilla_gpt_pretrain_config"},
-    "source": {"logs": str(LOGS / "megatron-h200"), "pattern": r"(?P<variant>eager|te_attn|local_full|invalid_full)\.log"},
-    "axes": {"model.seq_length": [1024]},
-    "variants": [
-        {"name": "te_attn", "impl": "transformer_engine", "scope": ["attn"]},
-        {"name": "local_full", "impl": "local", "scope": ["full_iteration"]},
-        {"name": "invalid_full", "impl": "full_iteration", "overrides": {"rerun_state_machine.check_for_nan_in_loss": True}},
-    ],
-    "repeats": 1,
-    "warmup": 3,
-    "iterations": 26,
-}  # fmt: skip
 
 
 def _sql(query: str) -> list[tuple]:

@@ -32,7 +32,7 @@ from graphsweep.plan.planner import plan_sweep
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.workloads import bridge_check
 from tests.support import ROOT
-from tests.test_preflight import CASES, case
+from tests.support_preflight import INPUT_KEYS, _inputs, cases, engine, message_matches
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bridge_validator.json"
 STACK = {"megatron-bridge": "0.6.2", "megatron-core": "0.19.2", "transformer-engine": "2.20.2", "torch": "2.11.0"}
@@ -128,23 +128,6 @@ SKIP_MCORE = {"0.17"}
 # Settings a rule's cases leave to the recipe but Bridge needs before it reaches the rule: non-graph prerequisites
 # (Bridge comm_overlap.py checks overlap_moe_expert_parallel_comm first: expert parallel > 1, an MoE model, the
 # alltoall/flex dispatcher). Added to both the Bridge cell and the engine's input, so both judge the same config.
-EP_A2A = {"model.num_moe_experts": 8, "model.expert_model_parallel_size": 2, "model.moe_token_dispatcher_type": "alltoall"}
-CONTEXT: dict[str, dict[str, Any]] = {
-    "delay_wgrad_te_version": EP_A2A,
-    "delay_wgrad_grad_accum_fusion": EP_A2A,
-    "delay_wgrad_attn_bias": EP_A2A,
-    "delay_wgrad_needs_ep_overlap": EP_A2A,
-    "moe_a2a_overlap_with_graphs": EP_A2A,
-    # MCore: "num_moe_experts must be non None to use expert-parallel."
-    "expert_parallel_sizes_divide_gpus": {"model.num_moe_experts": 8},
-    # Bridge: "Megatron-FSDP requires the fsdp_dtensor checkpointing format!"
-    "fsdp_full_iteration_graph_safe": {"checkpoint.ckpt_format": "fsdp_dtensor"},
-    "fsdp_te_scoped_graphs": {"checkpoint.ckpt_format": "fsdp_dtensor"},
-    # MCore: 'Using recompute_granularity: full so recompute_method must be "block" or "uniform"'
-    "full_recompute_te_scope": {"model.recompute_method": "uniform", "model.recompute_num_layers": 1},
-}
-
-
 def test_every_rule_is_classified_once():
     ids = {r.id for r in catalogue.PREFLIGHT}
     groups = [CONFIG_TIME, set(NOT_AT_CONFIG_TIME), set(NOT_COMPARABLE)]
@@ -158,56 +141,6 @@ def test_every_rule_is_classified_once():
 
 
 # Cases the truth check added (id -> rule, kind, case), each from a disagreement Bridge showed.
-EXTRA_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
-    # the Bridge 0.6 full-iteration spelling (what mcore_version auto emits): MCore migrates it to
-    # cuda_graph_impl=full_iteration before its CPU-offloading check, so this is valid on 0.19
-    "cpu_offloading/good-local-full-iteration": ("cpu_offloading", "good", case(
-        {"model.cuda_graph_impl": "local", "model.cuda_graph_scope": ["full_iteration"], "model.use_te_rng_tracker": True,
-         "rerun_state_machine.check_for_nan_in_loss": False, "model.cpu_offloading": True})),
-    # a2a overlap with a full-iteration graph: Core >= 0.18 checks only TE moe/mlp scopes (core_v0.18.0 L2443-2451),
-    # 0.17.1 refuses every non-TE impl (L2143-2151); drop-and-pad so the MoE dispatcher is capturable
-    "moe_a2a_overlap_with_graphs/good-full-iteration": ("moe_a2a_overlap_with_graphs", "good", case(
-        {"model.cuda_graph_impl": "full_iteration", "model.cuda_graph_modules": [], "model.use_te_rng_tracker": True,
-         "rerun_state_machine.check_for_nan_in_loss": False, "comm_overlap.overlap_moe_expert_parallel_comm": True,
-         "model.moe_expert_capacity_factor": 1.0, "model.moe_pad_expert_input_to_capacity": True})),
-}
-
-
-def cases() -> list[dict[str, Any]]:
-    listed = [(f"{rule_id}/{kind}", rule_id, kind, c)
-              for rule_id in sorted(CASES) for kind, c in zip(("bad", "good"), CASES[rule_id])]
-    listed += [(cid, rule_id, kind, c) for cid, (rule_id, kind, c) in EXTRA_CASES.items()]
-    out = []
-    for cid, rule_id, kind, c in listed:
-        settings = {**CONTEXT.get(rule_id, {}), **c["settings"]}  # the case's own values win
-        out.append({"id": cid, "rule": rule_id, "kind": kind, "settings": settings, "env": c["env"], "gpus": c["gpus"],
-                    **{k: c[k] for k in INPUT_KEYS[3:]}})
-    return out
-
-
-INPUT_KEYS = ("settings", "env", "gpus", "mcore", "te_version", "torch_version", "recipe")
-
-
-def _inputs(c: dict[str, Any]) -> dict[str, Any]:
-    # through JSON, as the fixture holds them (tuples become lists)
-    return json.loads(json.dumps({k: c.get(k) for k in INPUT_KEYS}))
-
-
-def message_matches(ours: str, exc_type: str | None, theirs: str | None) -> bool:
-    """Our rule's message is Megatron's (or, for a bare KeyError, names Megatron's KeyError)."""
-    theirs = (theirs or "").strip()
-    if exc_type == "KeyError":
-        return f"KeyError: {theirs}" in ours  # MCore raises KeyError('<name>'): ours says which names are valid
-    # MCore's moe-recompute message ends in "with: " and the rest is another statement (see the rule's comment)
-    return bool(theirs) and (ours.strip() == theirs or theirs.startswith(ours.strip()))
-
-
-def engine(c: dict[str, Any], **given: Any) -> list[Any]:
-    """The rule engine on a case (or record); `given` overrides what it is told (mcore=<release>)."""
-    told = {k: c.get(k) for k in INPUT_KEYS[3:]}
-    return catalogue.check(c["settings"], c["env"], gpus=c["gpus"], **{**told, **given})
-
-
 def disagreements(records: list[dict[str, Any]]) -> dict[str, str]:
     """Case id -> how the rule engine and Bridge's recorded verdict disagree (verdict or message), in words."""
     problems: dict[str, str] = {}
@@ -288,7 +221,7 @@ def test_live_bridge_validator_agrees_with_the_rule_engine():
     data = run_live(_bridge_python())
     FIXTURE.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
     assert {k: data["versions"].get(k) for k in STACK} == STACK, "the venv is not the pinned stack"
-    from tests.test_preflight_releases import _log_live_count
+    from tests.support_preflight import _log_live_count
 
     _log_live_count("bridge", f"Bridge {STACK['megatron-bridge']} / Core {STACK['megatron-core']}",
                     sum(r["outcome"] != "not_run" for r in data["records"]))
@@ -339,7 +272,7 @@ def test_recorded_later_rules_pass_bridge_config_validation():
 
 def test_recorded_gated_rules_keys_do_not_exist_on_the_pinned_stack():
     # why the field rows 17-18 rules are gated on Bridge >= 0.7 / Core >= 0.20: Bridge 0.6.2 refuses their keys
-    from tests.test_preflight import GATED
+    from tests.support_preflight import GATED
 
     recorded = {r["id"]: r for r in _recorded()["records"]}
     for rule in GATED:

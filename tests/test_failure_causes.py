@@ -22,7 +22,7 @@ from graphsweep.parse.classify import RULES, rules_table
 from graphsweep.parse.records import RunSummary
 from graphsweep.parse.run import parse_run
 from graphsweep.vocab import BLOCKED, CAPTURE, CRASHED, EAGER, GRAPH, STEADY
-from tests.conftest import ROOT
+from tests.support import ROOT
 from tests.fixtures.field import recipe as rc
 
 FAILED = {"state": "FAILED", "exit_code": 1}

@@ -32,8 +32,8 @@ import pytest
 
 from graphsweep.constraints import catalogue
 from graphsweep.workloads import core_check
-from tests.conftest import ROOT
-from tests.test_bridge_agreement import _inputs, cases, engine, message_matches
+from tests.support import ROOT
+from tests.support_preflight import _inputs, _log_live_count, cases, engine, message_matches
 
 FIXTURE = ROOT / "tests" / "fixtures" / "core_validator.json"
 RELEASES = ("0.17.1", "0.18.2", "0.19.2")
@@ -158,13 +158,6 @@ def run_live(python: str, releases_dir: Path) -> dict[str, Any]:
         out["releases"][release] = {"version": report.version, "python": report.python, "torch": report.torch,
                                     "records": records}
     return out
-
-
-def _log_live_count(check: str, release: str, n: int) -> None:
-    """CI counts the live checks per release (.ci/run reads GRAPHSWEEP_LIVE_CHECK_LOG)."""
-    if path := _env("GRAPHSWEEP_LIVE_CHECK_LOG"):
-        with open(path, "a") as fh:
-            fh.write(json.dumps({"check": check, "release": release, "cases": n}) + "\n")
 
 
 @pytest.mark.megatron

@@ -22,7 +22,7 @@ from graphsweep import logformat as lf
 from graphsweep.report import gpu_time
 from graphsweep.store import timeparts as tp
 from graphsweep.store.tables import RUN_TIME_COLUMNS
-from tests.conftest import ROOT, run_spec
+from tests.support import BY_HAND, ROOT, run_spec
 
 EXAMPLES = ROOT / "results" / "examples"
 SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense")
@@ -201,7 +201,6 @@ def test_cpu_pair_job_arms_keep_start_up_and_teardown_together(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_ingested_logs_have_no_job_wall_time(tmp_path: Path) -> None:
-    from tests.test_archive_ingest import BY_HAND  # real hand-made H200 Megatron logs
 
     out = run_spec(tmp_path, "by-hand", BY_HAND) / "results" / BY_HAND["sweep"]
     runs = pd.read_parquet(out / "runs.parquet")
