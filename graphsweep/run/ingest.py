@@ -27,7 +27,7 @@ from graphsweep import provenance
 from graphsweep.sweepspec.source import group_name, source_of
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.archive import sha256_file
-from graphsweep.vocab import AA, CONTROL, EAGER
+from graphsweep.vocab import AA, CONTROL, EAGER, RunDir, write_json
 
 
 class IngestError(ValueError):
@@ -162,21 +162,21 @@ def _set(d: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     d[path[-1]] = value
 
 
-def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str, str] | None = None) -> dict[str, Any]:
+def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The run folder of an ingested run: log.txt (+ ranks/NNN.log for further files) and run.json."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if (run_dir / "ranks").is_dir():
-        shutil.rmtree(run_dir / "ranks")
-    shutil.copyfile(files[0], run_dir / "log.txt")
+    run.root.mkdir(parents=True, exist_ok=True)
+    if run.ranks.is_dir():
+        shutil.rmtree(run.ranks)
+    shutil.copyfile(files[0], run.log)
     for i, extra in enumerate(files[1:], start=1):
-        (run_dir / "ranks").mkdir(exist_ok=True)
-        shutil.copyfile(extra, run_dir / "ranks" / f"{i:03d}.log")
+        run.ranks.mkdir(exist_ok=True)
+        shutil.copyfile(extra, run.ranks / f"{i:03d}.log")
     stats = [f.stat() for f in files]
     prov: dict[str, Any] = {"source": "ingest"}
     for col, value in (facts or {}).items():
         _set(prov, provenance.COLUMNS[col], value)
     record = {
-        "run_id": run_id,
+        "run_id": run.run_id,
         "executor": "ingest",
         "job_id": None,
         "attempt": 1,
@@ -191,7 +191,5 @@ def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str,
         "source_files": [{"path": str(f.resolve()), "sha256": sha256_file(f), "bytes": s.st_size} for f, s in zip(files, stats)],
         "provenance": prov,
     }
-    tmp = run_dir / "run.json.tmp"
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(run_dir / "run.json")
+    write_json(run.run_json, record)
     return record

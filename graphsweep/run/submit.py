@@ -47,7 +47,8 @@ from graphsweep.run.slurmstate import (
     latest_iteration,
     result_pickle,
 )
-from graphsweep.vocab import JOB_FAILURE, JOB_SIDE, RANKS_DIR, TORCHRUN_LOG_DIR_ENV, LaunchPlan
+from graphsweep.store.readback import read_run_config
+from graphsweep.vocab import JOB_FAILURE, JOB_SIDE, TORCHRUN_LOG_DIR_ENV, LaunchPlan, RunDir, write_json
 
 
 def _slurm_defaults() -> dict[str, Any]:
@@ -476,7 +477,7 @@ def submit_and_wait(
         log_path.write_text("[graphsweep] the job produced no training output\n")
     rank_dir = side.get("rank_log_dir")
     if rank_dir and Path(rank_dir).is_dir():  # this job's per-rank files replace an earlier attempt's
-        _link_tree(Path(rank_dir), log_path.parent / RANKS_DIR)
+        _link_tree(Path(rank_dir), RunDir(log_path.parent).ranks)
     record = {
         "run_id": run_id,
         "executor": settings.cluster,
@@ -500,16 +501,8 @@ def settings_from_spec(executor: Mapping[str, Any], overrides: Mapping[str, Any]
     return SubmitSettings(**{k: v for k, v in merged.items() if k in known})
 
 
-def write_json(path: Path, record: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    tmp.replace(path)
-
-
 def execute_run(
-    config_path: Path,
-    run_json: Path,
-    log_path: Path,
+    run: RunDir,
     jobs_dir: Path,
     attempt: int = 1,
     timeout_min: int | None = None,
@@ -517,8 +510,11 @@ def execute_run(
     slurm: Mapping[str, Any] | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """The run rule: submit (or reattach), wait, retry once on a known-transient signature, write run.json."""
-    cfg = yaml.safe_load(Path(config_path).read_text())
+    """The run rule: submit (or reattach), wait, retry once on a known-transient signature, write run.json.
+
+    Reads the run's config.yaml (validated) and writes its run.json and log.txt (the rule's declared files)."""
+    cfg = read_run_config(run)
+    run_json, log_path = run.run_json, run.log
     plan = LaunchPlan.from_dict(cfg["launch"])
     overrides: dict[str, Any] = {}
     if timeout_min:
