@@ -6,6 +6,7 @@ import contextlib
 import getpass
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -32,15 +33,20 @@ def refuse(line: str) -> None:
 
 
 def unwritable(folder: Path) -> str | None:
-    """Why `folder` cannot be made or written (a file in the way, a read-only parent), or None."""
+    """Why `folder` cannot be made or written (a file in the way, a read-only or special filesystem), or None.
+
+    Tried, not guessed from permission bits (root passes every os.access check, /proc and read-only mounts still
+    refuse): a temporary folder is made in the nearest existing ancestor and removed again."""
     existing = next((p for p in [folder, *folder.parents] if p.exists()), None)
     if existing is None:
         return None
     if not existing.is_dir():
         return f"{existing} is a file, so {folder} cannot be made"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        what = "is not writable" if existing == folder else f"is not writable, so {folder} cannot be made"
-        return f"{existing} {what} (by user {getpass.getuser()})"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".graphsweep-probe-", dir=existing))
+    except OSError as exc:
+        where = "" if existing == folder else f", so {folder} cannot be made"
+        return f"{existing} does not let user {getpass.getuser()} write in it ({exc.strerror}){where}"
     return None
 
 

@@ -200,6 +200,8 @@ def test_ctrl_c_a_second_controller_status_and_resume(tmp_path):
             os.killpg(first.pid, signal.SIGKILL)
     resume = [line for line in stderr.splitlines() if "stopped before its end" in line]
     assert len(resume) == 1, stderr[-3000:]
+    after = stderr.split(resume[0], 1)[1]
+    assert "Traceback" not in after and "KeyboardInterrupt" not in after, after  # submitit's own goes to its folder
     command = resume[0].split("a rerun submits only the rest: ", 1)[1]
     assert command.startswith("cd ") and "-m snakemake" in command and "spec=configs/slow.yaml" in command
     assert not paths.controller.exists()

@@ -27,7 +27,7 @@ from graphsweep.sweepspec.sweep import Spec
 from graphsweep.vocab import SweepPaths, read_json, write_json
 
 # Spec keys whose change keeps a sweep the same sweep: they add runs or change where runs go, not what one measures.
-GROWTH_KEYS = ("repeats", "description", "executor", "budget_gpu_hours")
+GROWTH_KEYS = ("repeats", "description", "executor", "budget_gpu_hours", "max_runs")
 
 
 class SweepOwnedError(ValueError):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep import provenance
-from graphsweep.sweepspec.source import group_name, source_of
+from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name, source_of
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.archive import sha256_file
 from graphsweep.vocab import AA, CONTROL, EAGER, RunDir, write_json
@@ -87,7 +87,12 @@ def match_files(spec: Spec) -> LogMap:
     ignored, excluded = [], []
     for path in sorted(p for p in src.folder.rglob("*") if p.is_file()):
         rel = path.relative_to(src.folder).as_posix()
-        m = src.pattern.fullmatch(rel)
+        try:
+            m = src.fullmatch(rel)
+        except TimeoutError:
+            raise IngestError(f"{spec.path}: source.pattern = {src.pattern.pattern!r} took more than "
+                              f"{MATCH_TIMEOUT_S:g} s on the file name {rel!r}: it backtracks without end (nested "
+                              "repeats such as (a+)+); write it without repeats inside repeats") from None
         if not m:
             ignored.append(rel)
             continue

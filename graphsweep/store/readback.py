@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from graphsweep.store.tables import KEY_COLUMNS, read_table, table_info
-from graphsweep.vocab import PAIR, RunDir, SweepPaths, UnusableFile, read_json, read_text
+from graphsweep.vocab import JOB_SIDE, PAIR, RunDir, SweepPaths, UnusableFile, read_json, read_text
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: a sweep has thousands of configs
 
@@ -71,6 +71,18 @@ def read_summary(run: RunDir, pair: bool = False) -> dict[str, Any]:
     return summary
 
 
+def read_job_side(jobs_dir: Path) -> dict[str, Any] | None:
+    """`.jobs/{run_id}/job.json`, the in-flight job of a run (run/submit.py), None when there is none. Fails closed:
+    an unreadable one is UnusableFile, never "no job" (a resubmission could run a second job beside a queued one)."""
+    side = jobs_dir / JOB_SIDE
+    if not side.exists():
+        return None
+    fix = (f"it records the job of run {jobs_dir.name} that may still be queued or running: look for it (squeue "
+           f"--name gs-{jobs_dir.name} on Slurm), scancel it if you do not want it, then delete {side}; the next "
+           "snakemake submits the run again")
+    return read_json(side, fix, required=("cluster", "job_id"))
+
+
 def read_run_iterations(run: RunDir) -> pd.DataFrame:
     return read_table(run.iterations, "iterations", fix=run.fix_for(run.iterations))
 
@@ -103,6 +115,7 @@ def check_sweep(paths: SweepPaths, run_ids: Iterable[str], pairs: Iterable[str] 
             read_table(path, table)
     pairs = set(pairs)
     for run_id in run_ids:
+        read_job_side(paths.jobs_dir(run_id))
         run = paths.run(run_id)
         if not run.root.exists():
             continue

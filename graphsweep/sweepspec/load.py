@@ -222,7 +222,8 @@ def _kind(value: Any) -> str:
     return "text" if isinstance(value, str) else type(value).__name__
 
 
-def _check_axis_value(path: str | Path, key: str, axis: str, value: Any, values: list[Any], what: str) -> None:
+def _check_axis_value(path: str | Path, key: str, axis: str, value: Any, values: list[Any], what: str,
+                      on_axis: bool = False) -> None:
     """An exclude/include value must be one the axis can hold: of its type ('128' is not 128) and, for an exclude,
     one of its values (an exclude that matches nothing drops nothing, and the cells it meant to drop run)."""
     kinds = {_kind(v) for v in values}
@@ -230,7 +231,7 @@ def _check_axis_value(path: str | Path, key: str, axis: str, value: Any, values:
         hint = f" (write {value} without quotes)" if isinstance(value, str) and _looks_numeric(value) else ""
         raise SpecError(path, key, value, f"is {_kind(value)} but axis '{axis}' holds {' and '.join(sorted(kinds))}"
                         f"{hint}: {what}")
-    if what.startswith("excludes") and not any(_same_as(value) == _same_as(v) for v in values):
+    if on_axis and not any(_same_as(value) == _same_as(v) for v in values):
         raise SpecError(path, key, value, f"is not a value of axis '{axis}' ({', '.join(map(str, values))}): {what}")
 
 
@@ -286,26 +287,35 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
     if not shapes:
         raise SpecError(path, "exclude", raw.get("exclude"), "every shape is excluded; nothing would run")
     crossed = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    dropped: dict[int, int] = {}  # shape index -> the exclude that drops it first
     for i, ex in enumerate(raw.get("exclude", [])):
-        if not any(all(_same_as(s.get(k)) == _same_as(v) for k, v in ex.items()) for s in crossed):
+        for key in ex:  # after the workload's checks: a value it refuses is named by them first
+            _check_axis_value(path, f"exclude.{i}.{key}", key, ex[key], axes[key], "this exclude excludes nothing",
+                              on_axis=True)
+        hits = [j for j, s in enumerate(crossed) if all(_same_as(s.get(k)) == _same_as(v) for k, v in ex.items())]
+        if not hits:
             raise SpecError(path, f"exclude.{i}", ex, "matches no shape of the axes' cross product: it excludes nothing")
+        if all(j in dropped for j in hits):
+            raise SpecError(path, f"exclude.{i}", ex, f"excludes nothing that exclude.{dropped[hits[0]]} does not "
+                            "already exclude: drop it")
+        for j in hits:
+            dropped.setdefault(j, i)
     kept = [s for s in crossed if not any(all(s.get(k) == v for k, v in ex.items()) for ex in raw.get("exclude", []))]
     for i, item in enumerate(raw.get("include", [])):
         if dict(item) in kept:
             raise SpecError(path, f"include.{i}", item, "is already a shape of the axes (and not excluded): it includes "
                             "nothing; give it a setting of its own or drop it")
     runs = planned_run_count(raw, len(shapes))
-    if runs > MAX_RUNS:
+    if runs > raw["max_runs"]:
         raise SpecError(path, "axes", {k: f"{len(v)} values" for k, v in axes.items()},
-                        f"{len(shapes)} shapes give {runs} runs, more than graphsweep plans in one sweep ({MAX_RUNS}: "
-                        f"beyond that Snakemake's job graph outgrows a login node, {MAX_RUNS_NOTE}); split the "
-                        "sweep into several specs, or drop axis values, variants or repeats")
+                        f"{len(shapes)} shapes give {runs} runs, more than max_runs ({raw['max_runs']}): Snakemake "
+                        f"keeps every job of a sweep in the login node's memory ({SNAKEMAKE_COST}); split the sweep "
+                        "into several specs, drop axis values, variants or repeats, or raise max_runs")
 
 
-# The most runs one sweep may have. Measured with benchmarks/plan_size.py (`snakemake -n` of the builtin workload on
-# 2 cores): see MAX_RUNS_NOTE; 100,000 runs died of MemoryError at 5.5 GB before any job.
-MAX_RUNS = 20_000
-MAX_RUNS_NOTE = "which Snakemake plans in minutes and about a GB of memory"
+# What one planned run costs Snakemake (benchmarks/plan_size.py: `snakemake -n` of the builtin workload), quoted when
+# a sweep is refused for its size; the schema's max_runs default stays below where it fell over.
+SNAKEMAKE_COST = "MEASURED"
 
 
 def planned_run_count(raw: Mapping[str, Any], n_shapes: int) -> int:
