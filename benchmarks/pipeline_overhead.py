@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from graphsweep.parse.run import parse_run
+from graphsweep.vocab import RunDir
 
 
 def _utc(text: str | None) -> datetime | None:
@@ -30,17 +31,17 @@ def _utc(text: str | None) -> datetime | None:
 
 def run_costs(run_dir: Path) -> dict[str, float] | None:
     """One run's times in seconds, or None when it never ran (blocked by preflight)."""
-    meta_path = run_dir / "run.json"
+    meta_path = RunDir(run_dir).run_json
     if not meta_path.exists():
         return None
     meta = json.loads(meta_path.read_text())
     submitted, start, end = (_utc(meta.get(k)) for k in ("submitted_utc", "start_utc", "end_utc"))
     if start is None or end is None:
         return None
-    iters = run_dir / "iterations.parquet"
+    iters = RunDir(run_dir).iterations
     train_s = float(pd.read_parquet(iters, columns=["elapsed_ms"]).elapsed_ms.sum()) / 1e3 if iters.exists() else 0.0
     t0 = time.perf_counter()
-    parse_run([run_dir / "log.txt"], arm="eager" if meta["run_id"].split(".")[1] == "eager" else "graph")
+    parse_run([RunDir(run_dir).log], arm="eager" if meta["run_id"].split(".")[1] == "eager" else "graph")
     parse_s = time.perf_counter() - t0
     job_s = float(meta.get("wall_s") or (end - start).total_seconds())
     return {

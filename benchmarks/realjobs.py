@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from graphsweep.parse.run import parse_run
-from graphsweep.vocab import EAGER, GRAPH, USABLE_OUTCOMES
+from graphsweep.vocab import EAGER, GRAPH, USABLE_OUTCOMES, RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe")
@@ -78,9 +78,9 @@ def pool() -> tuple[Job, ...]:
         out.append(_job(fx / f"{name}.log", "tests-h200", "medium", variant, name, PROBE_WARMUP, 0))
     for sweep in SWEEPS:
         for d in sorted((REPO / "results/examples" / sweep / "runs").iterdir()):
-            run = yaml.safe_load((d / "config.yaml").read_text())["run"]
+            run = yaml.safe_load(RunDir(d).config.read_text())["run"]
             seed = run["repeat"] if sweep == "h200-builtin" else None  # builtin: --seed {repeat}; Megatron: its log
-            out.append(_job(d / "log.txt", sweep, run["shape_id"], run["variant"], run["run_id"],
+            out.append(_job(RunDir(d).log, sweep, run["shape_id"], run["variant"], run["run_id"],
                             int(run.get("warmup", PROBE_WARMUP)), seed))
     return tuple(out)
 

@@ -591,3 +591,45 @@ def test_output_piped_to_head_ends_quietly(command):
     proc = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} {command} | head -1"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# README examples work when pasted
+
+README = (ROOT / "README.md").read_text()
+README_WORDS = " ".join(README.split())  # prose wraps anywhere
+
+
+def test_readme_check_example_runs_as_pasted_in_a_shell(tmp_path):
+    block = README.split(".venv/bin/graphsweep check model.", 1)[1].split("\n.venv/bin/graphsweep plan", 1)[0]
+    command = "graphsweep check model." + block.replace("\\\n", " ")
+    (tmp_path / "model.cuda_graph_scope=a").write_text("")  # what an unquoted [attn] would glob to
+    proc = subprocess.run(["bash", "-c", command.replace("graphsweep", f"{shlex.quote(sys.executable)} -m "
+                                                         "graphsweep.cli", 1)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert "[attn]" in command.split("'model.cuda_graph_scope=")[1][:8], command
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.startswith("blocked: 2 rule(s) fire"), proc.stdout  # attn graphs + full recompute, as it says
+
+
+def test_readme_counts_the_rules_check_lists(capsys):
+    rc, out, _ = run_cli(capsys, "check", "--rules")
+    rules = [line for line in out.splitlines() if line and not line.startswith(" ")]
+    assert rc == 0 and f"{len(rules)} preflight rules (`graphsweep check --rules` lists them" in README_WORDS
+
+
+def test_readme_says_more_repeats_needs_adaptive_repeats(capsys, tmp_path, monkeypatch):
+    assert "`adaptive_repeats: true`" in README_WORDS and "every shipped spec has the default `false`" in README_WORDS
+    shipped = [yaml.safe_load(p.read_text()) for p in (ROOT / "configs" / "examples").glob("*.yaml")]
+    assert not any(s.get("adaptive_repeats") for s in shipped)
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, "more-repeats", ROOT / "configs" / "sweep.yaml")
+    one_line(rc, err, "adaptive_repeats")
+
+
+def test_readme_catalog_of_results_includes_the_examples(tmp_path, capsys):
+    assert "--results results" in README_WORDS and "results/examples/h200-builtin" in README_WORDS
+    rc, out, err = run_cli(capsys, "catalog", tmp_path / "cat", "--results", ROOT / "results")
+    assert rc == 0, err
+    sweeps = {p.name for p in (tmp_path / "cat" / "comparison").iterdir()}
+    assert {"sweep=h200-builtin", "sweep=megatron-tiny-moe", "sweep=megatron-tiny-vanilla-gpt"} <= sweeps

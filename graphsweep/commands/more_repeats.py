@@ -21,6 +21,7 @@ from graphsweep.plan.repeats import (
     apply_extra,
     extra_repeats_path,
     plan_more_repeats,
+    require_adaptive,
     write_extra,
 )
 from graphsweep.sweepspec.load import load_spec
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
         check_owner(SweepPaths(args.results, spec.name), spec)  # the repeats go to this spec's own sweep only
         spec = apply_extra(spec, args.results)
+        if "source" not in spec.raw:
+            require_adaptive(spec)  # before looking for results: a spec judged for one look gets no second
     except (SpecError, RepeatsError, SweepOwnedError, UnusableFile) as exc:
         err.print(plain(f"graphsweep: {exc}"))
         return 2

@@ -189,6 +189,16 @@ def run_cost(run: RunSpec, spent: Mapping[str, float]) -> float:
     return float(for_run(run).estimate(run))
 
 
+def require_adaptive(spec: Spec) -> None:
+    """More repeats are a second look: only for a sweep judged for two (`adaptive_repeats: true`)."""
+    if not spec.raw["adaptive_repeats"]:
+        raise RepeatsError(
+            f"{spec.path}: key 'adaptive_repeats' = false: the verdicts spent all of alpha 0.05 at the first look, so "
+            "a second look would raise the false-verdict rate; set adaptive_repeats: true (each look at 0.025), "
+            "rerun snakemake to re-judge, then run more-repeats"
+        )
+
+
 def plan_more_repeats(
     spec: Spec,
     comparison: Any,
@@ -203,12 +213,7 @@ def plan_more_repeats(
     Only for a sweep whose spec says `adaptive_repeats: true`: its verdicts spent half of alpha at the first look,
     the other half is for this one. A cell that had its second look gets no third (nothing is left to spend).
     """
-    if not spec.raw["adaptive_repeats"]:
-        raise RepeatsError(
-            f"{spec.path}: key 'adaptive_repeats' = false: the verdicts spent all of alpha 0.05 at the first look, so "
-            "a second look would raise the false-verdict rate; set adaptive_repeats: true (each look at 0.025), "
-            "rerun snakemake to re-judge, then run more-repeats"
-        )
+    require_adaptive(spec)
     margin = float(spec.raw["margin"] if margin is None else margin)
     cells = {c.cell_id: c for c in spec.cells()}
     med: dict[str, float] = {}

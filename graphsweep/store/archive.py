@@ -91,7 +91,7 @@ def _parquet_meta(path: Path) -> dict[str, Any]:
 def _analysis(sweep_dir: Path) -> dict[str, Any]:
     """margin / pairing as the comparison used them (comparison.parquet metadata)."""
     try:
-        return dict(table_info(sweep_dir / "comparison.parquet")["extra"] or {})
+        return dict(table_info(sweep_dir / SweepPaths.COMPARISON)["extra"] or {})
     except Exception:  # noqa: BLE001
         return {}
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from graphsweep.store.tables import KEY_COLUMNS, read_table, table_info
+from graphsweep.store.tables import KEY_COLUMNS, read_table
 from graphsweep.vocab import JOB_SIDE, PAIR, RunDir, SweepPaths, UnusableFile, read_json, read_text
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: a sweep has thousands of configs
@@ -88,17 +88,18 @@ def read_run_iterations(run: RunDir) -> pd.DataFrame:
 
 
 def _check_table(path: Path, table: str, fix: str) -> None:
-    """The footer, the table's name and its key columns: what a reader needs, without reading every row."""
-    info = table_info(path, fix)
-    if info["table"] and info["table"] != table:
-        raise UnusableFile(path, f"holds the '{info['table']}' table, expected '{table}'", fix)
+    """The footer, the table's name and its key columns: what a reader needs, without reading every row (one open:
+    a sweep has one of these per run)."""
     try:
-        names = set(pq.read_schema(path).names)
-        rows = pq.ParquetFile(path).metadata.num_rows
+        meta = pq.ParquetFile(path).metadata
+        names = set(meta.schema.names)
+        kind = (meta.metadata or {}).get(b"graphsweep.table", b"").decode() or None
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise UnusableFile(path, f"not a readable Parquet file ({str(exc).splitlines()[0]})", fix) from None
+        raise UnusableFile(path, f"not a readable Parquet file ({(str(exc).splitlines() or [''])[0]})", fix) from None
+    if kind and kind != table:
+        raise UnusableFile(path, f"holds the '{kind}' table, expected '{table}'", fix)
     missing = [c for c in KEY_COLUMNS[table] if c not in names]
-    if missing and rows:
+    if missing and meta.num_rows:
         raise UnusableFile(path, f"the '{table}' table lacks its column(s) {', '.join(missing)}", fix)
 
 

@@ -315,7 +315,8 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
 
 # What one planned run costs Snakemake (benchmarks/plan_size.py: `snakemake -n` of the builtin workload), quoted when
 # a sweep is refused for its size; the schema's max_runs default stays below where it fell over.
-SNAKEMAKE_COST = "MEASURED"
+SNAKEMAKE_COST = ("about 70 KB a run: 20,000 runs took 1.4 GB and 3.6 min to plan, 100,000 died of MemoryError at "
+                  "5.5 GB")
 
 
 def planned_run_count(raw: Mapping[str, Any], n_shapes: int) -> int:
