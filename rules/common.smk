@@ -33,7 +33,9 @@ try:
     SPEC = apply_extra(SPEC, config["results"])
     # every run planned once for this invocation: preflight, command and cost (the plan rule writes this); the
     # executor the rules use decides whether a graph arm needs a CUDA device on this machine
-    PLAN = plan_sweep(SPEC, config.get("cluster"), SweepPaths(config["results"], SPEC.name))
+    PLAN = plan_sweep(
+        SPEC, config.get("cluster"), SweepPaths(config["results"], SPEC.name)
+    )
     # a run beyond the time limit, a sweep over its GPU-hour budget: refused before any job
     check_plan(SPEC, PLAN)
 except (SpecError, RepeatsError) as error:
@@ -45,7 +47,9 @@ PATHS = SweepPaths(RESULTS, SWEEP)  # this sweep's files
 PATTERN = SweepPaths("{results}", "{sweep}")  # the same files as rule patterns
 PLANNED = {p.run.run_id: p for p in PLAN}
 SUBMITTED = [p.run.run_id for p in submitted(PLAN)]
-PAIRS = [p.run.run_id for p in PLAN if p.run.arm == PAIR]  # their summary.json holds both arms
+PAIRS = [
+    p.run.run_id for p in PLAN if p.run.arm == PAIR
+]  # their summary.json holds both arms
 
 
 wildcard_constraints:
@@ -161,7 +165,9 @@ def check_this_controller():
         refuse(f"graphsweep: {other_controller}")
 
 
-STARTED = []  # onstart ran: Snakemake found jobs to run (it skips every hook when there is nothing to do)
+STARTED = (
+    []
+)  # onstart ran: Snakemake found jobs to run (it skips every hook when there is nothing to do)
 
 
 def start_sweep():
@@ -189,7 +195,11 @@ def finish_sweep():
 def stop_sweep():
     """onerror (a failed job, or Ctrl-C): the damaged file a job met, if any, and the exact command that carries on."""
     release(PATHS)
-    print(how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS), file=sys.stderr, flush=True)
+    print(
+        how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def write_plan_of_this_invocation(out, log):
