@@ -391,13 +391,13 @@ def test_a_damaged_file_stops_the_sweep_with_one_line_and_loses_nothing(finished
     proc = snakemake(workdir, "--cores", "2")
     _refusal(proc, damaged, workdir, needles)
     assert _files(paths) == before  # not one byte changed: the report, the tables, every run's files
-    assert "submitted" not in proc.stderr
+    assert "[graphsweep] submitted" not in proc.stderr
     if no_job:  # the fix the line gives: delete the file; the next snakemake rebuilds it and submits nothing
         verdicts = pd.read_parquet(finished / "results/default/comparison.parquet").set_index("cell_id").verdict
         damaged.unlink()
         again = snakemake(workdir, "--cores", "2")
         assert again.returncode == 0, again.stderr[-3000:]
-        assert "submitted" not in again.stderr
+        assert "[graphsweep] submitted" not in again.stderr
         fresh = pd.read_parquet(paths.comparison).set_index("cell_id").verdict
         pd.testing.assert_series_equal(fresh.sort_index(), verdicts.sort_index())
         assert paths.report_html.stat().st_size > 10_000
@@ -423,7 +423,7 @@ def test_a_file_damaged_under_a_good_footer_fails_its_job_restores_the_outputs_a
     run.iterations.unlink()  # what the line says, then its command
     command = last.split("then carry on (finished runs are kept): ", 1)[1]
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and "submitted" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 0 and "[graphsweep] submitted" not in done.stderr, done.stderr[-3000:]
     assert "graphsweep: sweep 'default' done: 12 cells: 12 blocked" in done.stderr
 
 
@@ -461,13 +461,20 @@ def test_status_names_a_damaged_file_instead_of_guessing(finished, tmp_path, cap
     one_line(rc, err, str(damaged), *DAMAGED[case][1])
 
 
+def test_more_repeats_names_a_damaged_comparison(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "adaptive.yaml"
+    spec.write_text(BASE_TEXT.replace("sweep: default", "sweep: adaptive") + "adaptive_repeats: true\n")
+    damaged = _write_bytes(SweepPaths("results", "adaptive").comparison, b"garbage")
+    rc, _, err = run_cli(capsys, "more-repeats", spec)
+    one_line(rc, err, str(damaged), "not a readable Parquet file", "delete it")
+    assert not SweepPaths("results", "adaptive").extra_repeats.exists()
+
+
 @pytest.mark.slow
-def test_more_repeats_and_catalog_name_a_damaged_table(finished, tmp_path, capsys, monkeypatch):
+def test_catalog_names_a_damaged_table(finished, tmp_path, capsys):
     workdir, paths = _copy(finished, tmp_path)
     _write_bytes(paths.comparison, b"garbage")
-    monkeypatch.chdir(workdir)
-    rc, _, err = run_cli(capsys, "more-repeats", "configs/sweep.yaml")
-    one_line(rc, err, "comparison.parquet", "not a readable Parquet file")
     rc, _, err = run_cli(capsys, "catalog", tmp_path / "cat", "--results", workdir / "results")
     one_line(rc, err, "comparison.parquet", "not a readable Parquet file")
     assert not list((tmp_path / "cat").rglob("*.parquet"))  # nothing damaged copied into a catalog

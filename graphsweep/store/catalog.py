@@ -44,13 +44,20 @@ def _write_atomic(data: bytes, dest: Path) -> None:
     tmp.replace(dest)
 
 
+def check_results(sweep_dir: Path) -> None:
+    """Every table of a results folder reads back (UnusableFile otherwise): a damaged one is never copied in."""
+    for name in TABLES:
+        if (sweep_dir / name).is_file():
+            read_table(sweep_dir / name, name.removesuffix(".parquet"))
+
+
 def add_results(out: Path, sweep_dir: Path) -> list[Path]:
     """Copy the tables of one results/{sweep}/ folder into the catalog's `live` partition of that sweep."""
+    check_results(sweep_dir)
     written = []
     for name in TABLES:
         src = sweep_dir / name
         if src.is_file():
-            read_table(src, name.removesuffix(".parquet"))  # a damaged table is refused, never copied in
             dest = _partition(out, name.removesuffix(".parquet"), sweep_dir.name, LIVE)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dest.with_name(dest.name + ".tmp"))
@@ -114,6 +121,7 @@ def export(out: str | Path, results: Iterable[str | Path] = (), archives: Iterab
                 raise ArchiveError(f"{seen[sweep_dir.name]} and {sweep_dir} are both sweep '{sweep_dir.name}': "
                                    "catalog them into separate catalogs (one --results root each)")
             seen[sweep_dir.name] = sweep_dir
+            check_results(sweep_dir)  # all of them before the first file is written
     for sweep_dir in seen.values():
         written += add_results(out, sweep_dir)
     for archive in sorted(map(Path, archives)):
