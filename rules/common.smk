@@ -177,13 +177,15 @@ def start_sweep():
     hold(PATHS)
 
 
-def say_if_complete():
-    """At exit, after Snakemake's "Nothing to be done": the sweep is complete, with its verdicts and its report."""
+def say_if_complete(paths, final_outputs):
+    """At exit, after Snakemake's "Nothing to be done": the sweep is complete, with its verdicts and its report.
+
+    Absolute paths: Snakemake is back in the folder it was started from by then (--directory)."""
     dag = workflow.dag
     if STARTED or dag is None or len(dag):
         return
-    if all(Path(p).exists() for p in get_final_outputs()):
-        print(end_of_sweep(PATHS, already=True), file=sys.stderr, flush=True)
+    if all(p.exists() for p in final_outputs):
+        print(end_of_sweep(paths, already=True), file=sys.stderr, flush=True)
 
 
 def finish_sweep():
@@ -210,7 +212,11 @@ def write_plan_of_this_invocation(out, log):
 
 if workflow.is_main_process:
     check_this_controller()
-    atexit.register(say_if_complete)
+    atexit.register(
+        say_if_complete,
+        SweepPaths(Path(RESULTS).resolve(), SWEEP),
+        [Path(p).resolve() for p in get_final_outputs()],
+    )
 
 
 onstart:
