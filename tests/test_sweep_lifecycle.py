@@ -64,7 +64,7 @@ def test_a_second_spec_with_the_same_sweep_name_is_refused(tmp_path, capsys, mon
     assert record["spec"] == str(owner.resolve()) and record["sweep"] == "default"
     plan_before = paths.plan.read_bytes()
 
-    other = write(tmp_path / "theirs.yaml", {**BASE, "axes": {"hidden": [256], "micro_batch": [1]}})
+    other = write(tmp_path / "theirs.yaml", {**BASE, "axes": {"hidden": [256], "micro_batch": [1]}, "exclude": []})
     for command in (["plan"], ["more-repeats"]):
         rc, _, err = run_cli(capsys, *command, other)
         lines = err.strip().splitlines()
