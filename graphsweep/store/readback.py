@@ -120,6 +120,8 @@ def check_sweep(paths: SweepPaths, run_ids: Iterable[str], pairs: Iterable[str] 
         run = paths.run(run_id)
         if not run.root.exists():
             continue
+        if run.log.exists() and not run.log.is_file():
+            raise UnusableFile(run.log, "is not a file (the run's training log is)", run.fix_for(run.run_json))
         if run.config.exists():
             read_run_config(run)
         if run.run_json.exists():
