@@ -180,7 +180,8 @@ def start_sweep():
 def say_if_complete(paths, final_outputs):
     """At exit, after Snakemake's "Nothing to be done": the sweep is complete, with its verdicts and its report.
 
-    Absolute paths: Snakemake is back in the folder it was started from by then (--directory)."""
+    Absolute paths: Snakemake is back in the folder it was started from by then (--directory).
+    """
     dag = workflow.dag
     if STARTED or dag is None or len(dag):
         return

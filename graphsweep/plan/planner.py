@@ -153,6 +153,9 @@ def check_plan(spec: Spec, planned: Sequence[PlannedRun]) -> None:
     """What a spec cannot be run with, known once it is planned (check-spec, plan and the workflow all refuse it):
     a run estimated beyond the executor's time limit (it would time out, retried with more time at a GPU's cost),
     and a sweep whose estimate is over `budget_gpu_hours`. Ingested logs submit nothing: no limit applies."""
+    if len(planned) > int(spec.raw["max_runs"]):  # sweepspec counts the spec's runs; more-repeats can add some
+        raise SpecError(spec.path, "max_runs", spec.raw["max_runs"], f"the sweep plans {len(planned)} runs (with the "
+                        "repeats more-repeats added): split the sweep into several specs, or raise max_runs")
     sub = submitted(planned)
     if "source" in spec.raw or not sub:
         return
