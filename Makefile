@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 sweep: install
-	$(VENV)/bin/snakemake --cores $(CORES) --quiet rules
+	$(VENV)/bin/snakemake --cores $(CORES) --quiet rules host
 
 system:
 	bash .ci/install-system.sh

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from graphsweep.vocab import SweepPaths
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "results" / "examples"
 SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense")
@@ -43,7 +45,7 @@ def verdicts(sweep: str) -> str:
 
 def runs(sweep: str) -> str:
     r = pd.read_parquet(EXAMPLES / sweep / "runs.parquet")
-    walls = [json.loads((EXAMPLES / sweep / "runs" / rid / "run.json").read_text()).get("wall_s") for rid in r.run_id]
+    walls = [json.loads(SweepPaths(EXAMPLES, sweep).run_json(rid).read_text()).get("wall_s") for rid in r.run_id]
     walls = pd.Series([w for w in walls if w is not None], dtype=float)
     gpus = ", ".join(sorted(set(r.prov_gpu_name.dropna())))
     cap = r.capture_s.dropna()
@@ -60,7 +62,7 @@ def runs(sweep: str) -> str:
 def loss_drift(sweep: str) -> str:
     """Runs whose lm loss leaves the majority trajectory of the runs that train the same model (same shape, same
     seed, same data): where it starts and how far it goes, relative. The parity floor leans on these figures."""
-    it = pd.read_parquet(EXAMPLES / sweep / "iterations.parquet").dropna(subset=["loss"])
+    it = pd.read_parquet(SweepPaths(EXAMPLES, sweep).iterations).dropna(subset=["loss"])
     if it.empty:
         return "lm loss: none logged"
     runs = pd.read_parquet(EXAMPLES / sweep / "runs.parquet").set_index("run_id")

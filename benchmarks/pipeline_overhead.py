@@ -28,6 +28,7 @@ from graphsweep.parse.run import parse_run
 from graphsweep.report.gpu_time import gpu_time, render_markdown
 from graphsweep.store.tables import read_table
 from graphsweep.store.timeparts import folder_parts, time_parts
+from graphsweep.vocab import RunDir
 
 
 def _utc(text: str | None) -> datetime | None:
@@ -39,7 +40,7 @@ def run_costs(run_dir: Path) -> dict[str, float] | None:
     graphsweep.store.timeparts's (the runs.parquet time_* columns): from the folder's parse output (a pair job: its
     two arms summed), or for a folder the workflow did not parse (a run kept as a rule's evidence) from the log
     parsed here."""
-    meta_path = run_dir / "run.json"
+    meta_path = RunDir(run_dir).run_json
     if not meta_path.exists():
         return None
     meta = json.loads(meta_path.read_text())
@@ -48,7 +49,7 @@ def run_costs(run_dir: Path) -> dict[str, float] | None:
         return None
     t0 = time.perf_counter()
     arm = "eager" if meta["run_id"].split(".")[1] == "eager" else "graph"
-    parsed = parse_run([run_dir / "log.txt"], arm=arm, run_id=meta["run_id"])
+    parsed = parse_run([RunDir(run_dir).log], arm=arm, run_id=meta["run_id"])
     parse_s = time.perf_counter() - t0
     if (run_dir / "summary.json").exists():
         parts = list(folder_parts(run_dir).values())

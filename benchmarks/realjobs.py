@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from graphsweep.parse.run import parse_run
-from graphsweep.vocab import AA, EAGER, GRAPH, USABLE_OUTCOMES
+from graphsweep.vocab import AA, EAGER, GRAPH, USABLE_OUTCOMES, RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 # source name -> its run folders; a builtin sweep seeds repeat k with k (--seed {repeat}), Megatron logs say theirs
@@ -90,9 +90,9 @@ def pool() -> tuple[Job, ...]:
         out.append(_job(fx / f"{name}.log", "tests-h200", "medium", variant, name, PROBE_WARMUP, 0))
     for sweep, folder in SWEEPS.items():
         for d in sorted(folder.iterdir()):
-            run = yaml.safe_load((d / "config.yaml").read_text())["run"]
+            run = yaml.safe_load(RunDir(d).config.read_text())["run"]
             seed = run["repeat"] if sweep in BUILTIN_SWEEPS else None  # builtin: --seed {repeat}; Megatron: its log
-            out.append(_job(d / "log.txt", sweep, run["shape_id"], run["variant"], run["run_id"],
+            out.append(_job(RunDir(d).log, sweep, run["shape_id"], run["variant"], run["run_id"],
                             int(run.get("warmup", PROBE_WARMUP)), seed))
     return tuple(out)
 

@@ -572,4 +572,8 @@ def not_comparable_reason(diffs: Sequence[Difference]) -> str:
 
 
 if __name__ == "__main__":  # `python -m graphsweep.provenance`: what a job on this machine would record
-    print(json.dumps(collect(), indent=1, default=str))
+    try:
+        print(json.dumps(collect(), indent=1, default=str), flush=True)
+    except BrokenPipeError:  # piped into `head`: end quietly (stdout to /dev/null so the exit flush cannot raise)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

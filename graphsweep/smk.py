@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
+import os
 import sys
+import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Sequence
+
+from graphsweep.vocab import RunDir, SpecError, UnusableFile
 
 
 @contextlib.contextmanager
@@ -19,6 +24,59 @@ def logging_to(path: str | Path) -> Iterator[None]:
             yield
         finally:
             sys.stdout, sys.stderr = old_out, old_err
+
+
+def refuse(line: str) -> None:
+    """Stop the workflow while the Snakefile is read: one line on stderr, exit status 2, nothing run or written."""
+    print(" ".join(line.split()), file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why `folder` cannot be made or written (a file in the way, a read-only or special filesystem), or None.
+
+    Tried, not guessed from permission bits (root passes every os.access check, /proc and read-only mounts still
+    refuse): a temporary folder is made in the nearest existing ancestor and removed again."""
+    existing = next((p for p in [folder, *folder.parents] if p.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        return f"{existing} is a file, so {folder} cannot be made"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".graphsweep-probe-", dir=existing))
+    except OSError as exc:
+        where = "" if existing == folder else f", so {folder} cannot be made"
+        return f"{existing} does not let user {getpass.getuser()} write in it ({exc.strerror}){where}"
+    return None
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """A damaged input (UnusableFile) or a bad spec fails the rule with one line, in its log and on the terminal, and
+    exit status 2: no traceback. The rule's outputs are `update()`-flagged, so Snakemake restores their last good
+    version (rules/*.smk); the controller's last line says how to go on (run/controller.py how_to_resume)."""
+    try:
+        yield
+    except (UnusableFile, SpecError) as exc:
+        line = f"graphsweep: {' '.join(str(exc).split())}"
+        print(line, flush=True)
+        if sys.__stderr__ is not None and sys.__stderr__ is not sys.stdout:
+            print(line, file=sys.__stderr__, flush=True)
+        raise SystemExit(2) from None
+
+
+def run_dir(*files: Any) -> RunDir:
+    """The run folder of a rule's declared files (snakemake.input / snakemake.output entries), checked to be one."""
+    return RunDir.of(*(str(f) for f in files))
+
+
+def run_dirs(**files: Sequence[Any]) -> list[RunDir]:
+    """One RunDir per run from a rule's declared per-run file lists (aggregate: run.json, summary.json, ... of each
+    run, in the same order), each checked to be the files of one folder."""
+    lists = [list(v) for v in files.values()]
+    if len({len(v) for v in lists}) > 1:
+        raise ValueError(f"per-run inputs of different lengths: {', '.join(f'{k} {len(v)}' for k, v in files.items())}")
+    return [run_dir(*group) for group in zip(*lists)]
 
 
 def config_problem(error: BaseException) -> str:

@@ -1,18 +1,20 @@
 """graphsweep's vocabulary: every name the stages share, defined once.
 
 Run outcomes, cell verdicts (their order and colour), arms and the A/A control's name, the preflight `Violation`,
-the `LaunchPlan` of one job (with its one serialisation), and `SweepPaths`, the results layout every stage and
-rules/common.smk use (like submitit's JobPaths). Standard library only: the entry module imports it inside the
-user's container. tests/test_vocabulary.py fails when one of these names is spelled anywhere else.
+the `LaunchPlan` of one job (with its one serialisation), `SweepPaths` and `RunDir`, the results layout every stage
+and rules/common.smk use (like submitit's JobPaths), and `UnusableFile`, what a reader of a file graphsweep wrote
+raises when that file is damaged. Standard library only: the entry module imports it inside the user's container.
+tests/test_vocabulary.py fails when one of these names is spelled anywhere else.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 # --------------------------------------------------------------------------------------------------
 # Run outcomes (what happened in one run: graphsweep.parse decides, design.md "Outcomes")
@@ -273,7 +275,151 @@ def pair_run_id(job_run_id: str, arm: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# Files read back: a damaged one is one line (the file, what is wrong, how to go on), never a traceback
+class UnusableFile(ValueError):
+    """A file graphsweep reads back (a table, a run's record, a guard's record, a side file) cannot be used.
+
+    The message is one line: the file, what is wrong with it, and what to do (`fix`)."""
+
+    def __init__(self, path: str | Path, problem: str, fix: str = ""):
+        self.path, self.problem, self.fix = str(path), problem, fix
+        super().__init__(f"{path}: {problem}" + (f"; {fix}" if fix else ""))
+
+
+def read_text(path: str | Path, fix: str = "") -> str:
+    """A UTF-8 text file, or UnusableFile saying why not (missing, a folder, unreadable, not UTF-8)."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UnusableFile(path, "missing", fix) from None
+    except IsADirectoryError:
+        raise UnusableFile(path, "is a folder, not a file", fix) from None
+    except OSError as exc:
+        raise UnusableFile(path, f"cannot be read ({exc.strerror})", fix) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnusableFile(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", fix) from None
+
+
+def read_json(path: str | Path, fix: str = "", required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A JSON object graphsweep wrote, with the keys it must have, or UnusableFile naming the file and the problem."""
+    text = read_text(path, fix)
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        where = f" (line {exc.lineno}, column {exc.colno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise UnusableFile(path, f"not valid JSON{where}" if text.strip() else "empty", fix) from None
+    if not isinstance(record, dict):
+        raise UnusableFile(path, f"holds a JSON {type(record).__name__}, not the object graphsweep writes", fix)
+    missing = [k for k in required if k not in record]
+    if missing:
+        raise UnusableFile(path, f"lacks the key(s) {', '.join(missing)} graphsweep writes", fix)
+    return record
+
+
+def write_json(path: str | Path, record: Mapping[str, Any]) -> None:
+    """Write a JSON record whole or not at all (a temp file renamed over it: a reader never sees half of one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------------------------------
 # The results layout
+RANKS_DIR = "ranks"  # runs/{run_id}/ranks/: the per-rank files of a run (torchrun's, or an ingested run's further files)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run's folder, `runs/{run_id}/`: the only place where the names of its files exist.
+
+    Every stage takes one: the run rule writes `run_json` and `log`, parse reads `config`, `run_json` and `logs()` and
+    writes `iterations` and `summary`, aggregate reads them all. A script builds it from its rule's declared files
+    with `RunDir.of(...)`, which refuses a file that is not this folder's, so what a stage reads is what Snakemake
+    declared. With a placeholder root it gives Snakemake's patterns.
+    """
+
+    root: Path
+
+    CONFIG: ClassVar[str] = "config.yaml"  # what the run executes (plan/planner.py PlannedRun.config)
+    RUN: ClassVar[str] = "run.json"  # the job's facts (run/submit.py, run/ingest.py)
+    LOG: ClassVar[str] = "log.txt"  # the training log
+    ITERATIONS: ClassVar[str] = "iterations.parquet"  # one row per iteration line (parse/run_dir.py)
+    SUMMARY: ClassVar[str] = "summary.json"  # what the log says: outcome, steady window, figures
+    SEGMENTS: ClassVar[str] = "segments"  # a pair job's log split into its ABBA segments (parse/run_dir.py)
+    RANKS: ClassVar[str] = RANKS_DIR
+    FILES: ClassVar[tuple[str, ...]] = (CONFIG, RUN, LOG, ITERATIONS, SUMMARY)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @classmethod
+    def of(cls, *files: str | Path) -> "RunDir":
+        """The run folder that holds these files (a rule's declared inputs and outputs); ValueError when one is not a
+        file of a run folder or they lie in different folders."""
+        paths = [Path(f) for f in files]
+        roots = {p.parent for p in paths}
+        strange = [str(p) for p in paths if p.name not in cls.FILES]
+        if strange or len(roots) != 1:
+            raise ValueError(f"not the files of one run folder ({', '.join(cls.FILES)}): {', '.join(map(str, paths))}")
+        return cls(roots.pop())
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @property
+    def config(self) -> Path:
+        return self.root / self.CONFIG
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / self.RUN
+
+    @property
+    def log(self) -> Path:
+        return self.root / self.LOG
+
+    @property
+    def iterations(self) -> Path:
+        return self.root / self.ITERATIONS
+
+    @property
+    def summary(self) -> Path:
+        return self.root / self.SUMMARY
+
+    @property
+    def ranks(self) -> Path:
+        return self.root / self.RANKS
+
+    @property
+    def segments(self) -> Path:
+        return self.root / self.SEGMENTS
+
+    def logs(self) -> list[Path]:
+        """The files of the run's log, in the order the parser reads them (later files are later in time):
+
+        - torchrun's per-rank files (`ranks/<run>/attempt_<n>/<local rank>/{stdout,stderr}.log`, a local multi-GPU
+          run); log.txt after them: it holds their `[defaultN]:` copies and then torchrun's own end report;
+        - log.txt, then an ingested run's further files (`ranks/NNN.log`, its ranks or restarts in order)."""
+        files = [*torchrun_rank_files(self.ranks), self.log]
+        files += sorted(self.ranks.glob("*.log")) if self.ranks.is_dir() else []
+        return [f for f in files if f.exists()]
+
+    # How to go on when one of its files is damaged (UnusableFile.fix)
+    def fix_for(self, path: str | Path) -> str:
+        name = Path(path).name
+        if name == self.RUN:
+            return (f"it is the only record of that job: restore it from an archive of the sweep, or delete "
+                    f"{self.root} to run that run again")
+        if name == self.CONFIG:
+            return f"delete it: the next snakemake writes it again from the plan (and runs {self.run_id} again)"
+        return f"delete it: the next snakemake parses run {self.run_id} again from its log (no job is submitted)"
+
+
 @dataclass(frozen=True)
 class SweepPaths:
     """Every file of a sweep's results folder, in one place.
@@ -285,6 +431,14 @@ class SweepPaths:
     results: str | Path
     sweep: str
 
+    PLAN: ClassVar[str] = "plan.parquet"
+    RUNS: ClassVar[str] = "runs.parquet"
+    ITERATIONS: ClassVar[str] = "iterations.parquet"
+    COMPARISON: ClassVar[str] = "comparison.parquet"
+    TABLES: ClassVar[tuple[str, ...]] = (PLAN, RUNS, ITERATIONS, COMPARISON)
+    REPORT_MD: ClassVar[str] = "report.md"
+    REPORT_HTML: ClassVar[str] = "report.html"
+
     @property
     def root(self) -> Path:
         return Path(self.results) / self.sweep
@@ -292,27 +446,27 @@ class SweepPaths:
     # the sweep's tables and reports
     @property
     def plan(self) -> Path:
-        return self.root / "plan.parquet"
+        return self.root / self.PLAN
 
     @property
     def runs(self) -> Path:
-        return self.root / "runs.parquet"
+        return self.root / self.RUNS
 
     @property
     def iterations(self) -> Path:
-        return self.root / "iterations.parquet"
+        return self.root / self.ITERATIONS
 
     @property
     def comparison(self) -> Path:
-        return self.root / "comparison.parquet"
+        return self.root / self.COMPARISON
 
     @property
     def report_md(self) -> Path:
-        return self.root / "report.md"
+        return self.root / self.REPORT_MD
 
     @property
     def report_html(self) -> Path:
-        return self.root / "report.html"
+        return self.root / self.REPORT_HTML
 
     @property
     def extra_repeats(self) -> Path:
@@ -333,24 +487,27 @@ class SweepPaths:
     def rule_log(self, rule: str, run_id: str | None = None) -> Path:
         return self.root / "logs" / (f"{rule}/{run_id}.log" if run_id else f"{rule}.log")
 
-    # one run's folder
+    # one run's folder (RunDir knows its files)
+    def run(self, run_id: str) -> RunDir:
+        return RunDir(self.run_dirs / run_id)
+
     def run_dir(self, run_id: str) -> Path:
-        return self.run_dirs / run_id
+        return self.run(run_id).root
 
     def run_config(self, run_id: str) -> Path:
-        return self.run_dir(run_id) / "config.yaml"
+        return self.run(run_id).config
 
     def run_json(self, run_id: str) -> Path:
-        return self.run_dir(run_id) / "run.json"
+        return self.run(run_id).run_json
 
     def run_log(self, run_id: str) -> Path:
-        return self.run_dir(run_id) / "log.txt"
+        return self.run(run_id).log
 
     def run_iterations(self, run_id: str) -> Path:
-        return self.run_dir(run_id) / "iterations.parquet"
+        return self.run(run_id).iterations
 
     def run_summary(self, run_id: str) -> Path:
-        return self.run_dir(run_id) / "summary.json"
+        return self.run(run_id).summary
 
     # job plumbing (not declared outputs: a killed controller reattaches from here)
     def jobs_dir(self, run_id: str) -> Path:
@@ -364,7 +521,6 @@ JOB_SIDE = "job.json"  # the in-flight job of a run (cluster, job id, its log): 
 JOB_FAILURE = "failed.json"  # the last infrastructure failure of a run (for `graphsweep status`)
 
 
-RANKS_DIR = "ranks"  # runs/{run_id}/ranks/: the per-rank files of a run (torchrun's, or an ingested run's further files)
 # torchrun (torch.distributed.run) with `--tee=3` writes every rank's stdout and stderr to its own file and copies them
 # to the console with a `[default<local rank>]:` prefix; `--log-dir` (or its environment form PET_LOG_DIR: run.py's
 # `env` argparse action) says where: <dir>/<rdzv run id>_<random>/attempt_<restart>/<local rank>/{stdout,stderr}.log
@@ -386,18 +542,3 @@ def torchrun_rank_files(ranks: Path) -> list[Path]:
     files = [f for f in ranks.glob("*/attempt_*/*/std*.log") if f.name in ("stdout.log", "stderr.log")
              and f.parent.name.isdigit() and f.parent.parent.name.split("_", 1)[1].isdigit()]
     return sorted(files, key=key)
-
-
-def run_dir_logs(run_dir: Path) -> list[Path]:
-    """The files of one run's log, in the order the parser reads them (later files are later in time):
-
-    - torchrun's per-rank files (`ranks/<run>/attempt_<n>/<local rank>/{stdout,stderr}.log`, a local multi-GPU run);
-      log.txt after them: it holds their `[defaultN]:` copies and then torchrun's own end report;
-    - log.txt, then an ingested run's further files (`ranks/NNN.log`, its ranks or restarts in order)."""
-    ranks = run_dir / RANKS_DIR
-    files = [*torchrun_rank_files(ranks), run_dir / "log.txt"]
-    files += sorted(ranks.glob("*.log")) if ranks.is_dir() else []
-    return [f for f in files if f.exists()]
-
-
-RUN_DIR_FILES = ("config.yaml", "run.json", "log.txt", "iterations.parquet", "summary.json")

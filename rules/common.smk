@@ -1,26 +1,29 @@
 # Helpers for the rules: the sweep spec, its planned runs, the results layout and the input functions.
 # No rule logic lives in lambdas; every path comes from graphsweep.vocab.SweepPaths.
+import atexit
 import re
 import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
-from graphsweep.plan.planner import plan_sweep, submitted, write_plan
+from graphsweep.plan.planner import check_plan, plan_sweep, submitted, write_plan
 from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.plan.repeats import RepeatsError, apply_extra
 from graphsweep.run.controller import end_of_sweep, hold, holder, how_to_resume, release
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
+from graphsweep.store.readback import check_sweep
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.smk import config_problem, logging_to
-from graphsweep.vocab import SpecError, SweepPaths
+from graphsweep.smk import config_problem, logging_to, refuse, unwritable
+from graphsweep.vocab import PAIR, SpecError, SweepPaths, UnusableFile
 
 try:
     validate(config, str(data_file(CONFIG_SCHEMA)))
 except WorkflowError as error:
     # a mistyped --config (archive_logs=maybe, cluster=slrum, specs=...): one line, not the schema dump
-    sys.exit(
+    refuse(
         f"graphsweep: invalid workflow setting (configs/config.yaml or --config): {config_problem(error)}"
     )
 
@@ -29,10 +32,15 @@ try:
     SPEC = load_spec(config["spec"])
     # with the repeats `graphsweep more-repeats` asked for (results/{sweep}/extra_repeats.yaml)
     SPEC = apply_extra(SPEC, config["results"])
-    # every run planned once for this invocation: preflight, command and cost (the plan rule writes this)
-    PLAN = plan_sweep(SPEC)
+    # every run planned once for this invocation: preflight, command and cost (the plan rule writes this); the
+    # executor the rules use decides whether a graph arm needs a CUDA device on this machine
+    PLAN = plan_sweep(
+        SPEC, config.get("cluster"), SweepPaths(config["results"], SPEC.name)
+    )
+    # a run beyond the time limit, a sweep over its GPU-hour budget: refused before any job
+    check_plan(SPEC, PLAN)
 except (SpecError, RepeatsError) as error:
-    sys.exit(f"graphsweep: invalid sweep spec: {error}")
+    refuse(f"graphsweep: invalid sweep spec: {error}")
 
 SWEEP = SPEC.name
 RESULTS = config["results"]
@@ -40,6 +48,9 @@ PATHS = SweepPaths(RESULTS, SWEEP)  # this sweep's files
 PATTERN = SweepPaths("{results}", "{sweep}")  # the same files as rule patterns
 PLANNED = {p.run.run_id: p for p in PLAN}
 SUBMITTED = [p.run.run_id for p in submitted(PLAN)]
+PAIRS = [
+    p.run.run_id for p in PLAN if p.run.arm == PAIR
+]  # their summary.json holds both arms
 
 
 wildcard_constraints:
@@ -67,7 +78,11 @@ def get_final_outputs():
     per_run = [
         path
         for run_id in SUBMITTED
-        for path in (PATHS.run_json(run_id), PATHS.run_summary(run_id))
+        for path in (
+            PATHS.run_json(run_id),
+            PATHS.run_summary(run_id),
+            PATHS.run_iterations(run_id),
+        )
     ]
     return [str(p) for p in tables + per_run]
 
@@ -90,8 +105,16 @@ def get_summaries(wildcards):
     return [str(PATHS.run_summary(run_id)) for run_id in SUBMITTED]
 
 
-def get_run_dirs(wildcards):
-    return [str(PATHS.run_dir(run_id)) for run_id in SUBMITTED]
+def get_run_jsons(wildcards):
+    return [str(PATHS.run_json(run_id)) for run_id in SUBMITTED]
+
+
+def get_run_iterations(wildcards):
+    return [str(PATHS.run_iterations(run_id)) for run_id in SUBMITTED]
+
+
+def get_run_logs(wildcards):
+    return [str(PATHS.run_log(run_id)) for run_id in SUBMITTED]
 
 
 def get_sweep_dir(wildcards):
@@ -123,27 +146,48 @@ def get_extra_repeats_file(wildcards):
 
 def check_this_controller():
     """The controller's own checks before anything runs (not repeated in a `run:` job's subprocess)."""
-    blocker = next((p for p in [PATHS.root, *PATHS.root.parents] if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        sys.exit(
-            f"graphsweep: invalid workflow setting: results '{RESULTS}': {blocker} is a file, so "
-            f"{PATHS.root} cannot be made (give a folder: --config results=DIR)"
+    if problem := unwritable(PATHS.root):
+        refuse(
+            f"graphsweep: invalid workflow setting: results '{RESULTS}': {problem} "
+            "(give a folder you can write: --config results=DIR)"
         )
     try:
-        # results/{sweep} of another spec that happens to have this sweep name is never taken over (plan/owner.py)
+        # results/{sweep} of another spec that happens to have this sweep name is never taken over (plan/owner.py);
+        # an unreadable owner.json or controller.json refuses too: a guard fails closed
         check_owner(PATHS, SPEC)
-    except SweepOwnedError as error:
-        sys.exit(f"graphsweep: {error}")
-    if other_controller := holder(PATHS):
+        other_controller = holder(PATHS)
+        # every file the jobs will read back: a damaged one stops the sweep here, before a job could fail on it
+        check_sweep(PATHS, SUBMITTED, PAIRS)
+    except (SweepOwnedError, UnusableFile) as error:
+        refuse(f"graphsweep: {error}")
+    if other_controller:
         # another live snakemake runs this sweep: one line, not Snakemake's IncompleteFilesException and its
         # --rerun-incomplete advice (graphsweep/run/controller.py)
-        sys.exit(f"graphsweep: {other_controller}")
+        refuse(f"graphsweep: {other_controller}")
+
+
+STARTED = (
+    []
+)  # onstart ran: Snakemake found jobs to run (it skips every hook when there is nothing to do)
 
 
 def start_sweep():
     """onstart: this spec owns results/{sweep} and this controller holds the sweep until it stops."""
+    STARTED.append(True)
     claim(PATHS, SPEC)
     hold(PATHS)
+
+
+def say_if_complete(paths, final_outputs):
+    """At exit, after Snakemake's "Nothing to be done": the sweep is complete, with its verdicts and its report.
+
+    Absolute paths: Snakemake is back in the folder it was started from by then (--directory).
+    """
+    dag = workflow.dag
+    if STARTED or dag is None or len(dag):
+        return
+    if all(p.exists() for p in final_outputs):
+        print(end_of_sweep(paths, already=True), file=sys.stderr, flush=True)
 
 
 def finish_sweep():
@@ -153,9 +197,13 @@ def finish_sweep():
 
 
 def stop_sweep():
-    """onerror (a failed job, or Ctrl-C): the exact command that carries on."""
+    """onerror (a failed job, or Ctrl-C): the damaged file a job met, if any, and the exact command that carries on."""
     release(PATHS)
-    print(how_to_resume(PATHS), file=sys.stderr, flush=True)
+    print(
+        how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def write_plan_of_this_invocation(out, log):
@@ -166,6 +214,11 @@ def write_plan_of_this_invocation(out, log):
 
 if workflow.is_main_process:
     check_this_controller()
+    atexit.register(
+        say_if_complete,
+        SweepPaths(Path(RESULTS).resolve(), SWEEP),
+        [Path(p).resolve() for p in get_final_outputs()],
+    )
 
 
 onstart:

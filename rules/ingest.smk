@@ -6,7 +6,7 @@ if is_ingest():
         INGEST = match_files(SPEC)
     except IngestError as error:
         # Logs that do not map onto the sweep stop the workflow before anything is written, like a broken spec.
-        sys.exit(f"graphsweep: cannot ingest: {error}")
+        refuse(f"graphsweep: cannot ingest: {error}")
     UNSEEDED = unseeded_note(INGEST, SPEC.path)
     if UNSEEDED:
         print(f"graphsweep: warning: {UNSEEDED}", file=sys.stderr)

@@ -1,11 +1,13 @@
+# Derived outputs are update(): Snakemake keeps the last good version while the job runs and restores it when the
+# job fails (a damaged input), instead of deleting it; the scripts replace them only by a complete new version.
 rule parse:
     input:
         run=str(PATTERN.run_json("{run_id}")),
         log=str(PATTERN.run_log("{run_id}")),
         config=str(PATTERN.run_config("{run_id}")),
     output:
-        iterations=str(PATTERN.run_iterations("{run_id}")),
-        summary=str(PATTERN.run_summary("{run_id}")),
+        iterations=update(str(PATTERN.run_iterations("{run_id}"))),
+        summary=update(str(PATTERN.run_summary("{run_id}"))),
     log:
         str(PATTERN.rule_log("parse", "{run_id}")),
     localrule: True
@@ -16,14 +18,15 @@ rule parse:
 rule aggregate:
     input:
         plan=str(PATTERN.plan),
+        runs=get_run_jsons,
         summaries=get_summaries,
+        iterations=get_run_iterations,
+        logs=get_run_logs,
     output:
-        runs=str(PATTERN.runs),
-        iterations=str(PATTERN.iterations),
+        runs=update(str(PATTERN.runs)),
+        iterations=update(str(PATTERN.iterations)),
     log:
         str(PATTERN.rule_log("aggregate")),
     localrule: True
-    params:
-        run_dirs=get_run_dirs,
     script:
         "../scripts/aggregate.py"

@@ -1,3 +1,4 @@
+# comparison and reports are update(): a failed job leaves the last good version in place (rules/parse.smk).
 rule compare:
     input:
         plan=str(PATTERN.plan),
@@ -5,7 +6,7 @@ rule compare:
         iterations=str(PATTERN.iterations),
     output:
         report(
-            str(PATTERN.comparison),
+            update(str(PATTERN.comparison)),
             caption="../report/comparison.rst",
             category="Comparison",
         ),
@@ -23,9 +24,9 @@ rule report:
         iterations=str(PATTERN.iterations),
         comparison=str(PATTERN.comparison),
     output:
-        md=str(PATTERN.report_md),
+        md=update(str(PATTERN.report_md)),
         html=report(
-            str(PATTERN.report_html),
+            update(str(PATTERN.report_html)),
             caption="../report/comparison.rst",
             category="Report",
         ),

@@ -3,7 +3,7 @@ if not is_ingest():
 
     rule run:
         input:
-            str(PATTERN.run_config("{run_id}")),
+            config=str(PATTERN.run_config("{run_id}")),
         output:
             run=str(PATTERN.run_json("{run_id}")),
             log=str(PATTERN.run_log("{run_id}")),

@@ -1,12 +1,14 @@
 from pathlib import Path
 
 from graphsweep.store.aggregate import aggregate
-from graphsweep.smk import logging_to
+from graphsweep.smk import logging_to, one_line_errors, run_dirs
 
-with logging_to(snakemake.log[0]):
+with logging_to(snakemake.log[0]), one_line_errors():
     aggregate(
         Path(snakemake.input.plan),
-        [Path(d) for d in snakemake.params.run_dirs],
+        # one RunDir per run from the declared per-run inputs (run.json, summary.json, iterations.parquet, log.txt)
+        run_dirs(run=snakemake.input.runs, summary=snakemake.input.summaries,
+                 iterations=snakemake.input.iterations, log=snakemake.input.logs),
         Path(snakemake.output.runs),
         Path(snakemake.output.iterations),
     )

@@ -1,10 +1,9 @@
 from pathlib import Path
 
 from graphsweep.run.ingest import write_run
-from graphsweep.smk import logging_to
+from graphsweep.smk import logging_to, one_line_errors, run_dir
 
-with logging_to(snakemake.log[0]):
-    run_dir = Path(snakemake.output.run).parent
-    record = write_run(run_dir.name, [Path(p) for p in snakemake.input.logs], run_dir, dict(snakemake.params.facts),
-                       snakemake.params.seed)
-    print(f"ingested {run_dir.name} from {', '.join(f['path'] for f in record['source_files'])} (nothing submitted)")
+with logging_to(snakemake.log[0]), one_line_errors():
+    run = run_dir(snakemake.output.run, snakemake.output.log)
+    record = write_run(run, [Path(p) for p in snakemake.input.logs], dict(snakemake.params.facts), snakemake.params.seed)
+    print(f"ingested {run.run_id} from {', '.join(f['path'] for f in record['source_files'])} (nothing submitted)")

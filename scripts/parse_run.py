@@ -1,11 +1,7 @@
-from pathlib import Path
-
 from graphsweep.parse.run_dir import parse_run_dir
-from graphsweep.smk import logging_to
+from graphsweep.smk import logging_to, one_line_errors, run_dir
 
-with logging_to(snakemake.log[0]):
-    parse_run_dir(
-        Path(snakemake.input.run).parent,
-        iterations_out=Path(snakemake.output.iterations),
-        summary_out=Path(snakemake.output.summary),
-    )
+with logging_to(snakemake.log[0]), one_line_errors():
+    # the run folder of exactly the files the rule declares (RunDir.of refuses any other)
+    parse_run_dir(run_dir(snakemake.input.config, snakemake.input.run, snakemake.input.log,
+                          snakemake.output.iterations, snakemake.output.summary))

@@ -1,7 +1,7 @@
 import sys
 from pathlib import Path
 
-from graphsweep.smk import logging_to
+from graphsweep.smk import logging_to, one_line_errors, run_dir
 from graphsweep.run.submit import execute_run
 
 
@@ -12,11 +12,9 @@ def say(message):
 
 
 try:
-    with logging_to(snakemake.log[0]):
+    with logging_to(snakemake.log[0]), one_line_errors():
         execute_run(
-            config_path=Path(snakemake.input[0]),
-            run_json=Path(snakemake.output.run),
-            log_path=Path(snakemake.output.log),
+            run_dir(snakemake.input.config, snakemake.output.run, snakemake.output.log),
             jobs_dir=Path(snakemake.params.jobs_dir),
             attempt=int(snakemake.resources.attempt),
             timeout_min=int(snakemake.resources.timeout_min),

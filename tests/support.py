@@ -60,7 +60,7 @@ ADAPTIVE_SPEC = {
     "workload": {"kind": "builtin"},
     "axes": {"hidden": [32]},
     "fixed": {"layers": 1, "heads": 2, "seq_length": 16, "micro_batch": 1, "vocab": 64},
-    "variants": [{"impl": "full_iteration"}],  # blocked on the CPU: never inconclusive, never repeated
+    "variants": [{"impl": "full_iteration"}],  # blocked at plan time on the CPU: never inconclusive, never repeated
     "aa_control": True,
     "repeats": 2,
     "warmup": 1,

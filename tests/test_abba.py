@@ -26,7 +26,7 @@ from graphsweep.workloads import paired
 from graphsweep.workloads.registry import for_run
 from graphsweep.store.aggregate import aggregate
 from graphsweep.judge.compare import compare
-from graphsweep.vocab import LaunchPlan
+from graphsweep.vocab import LaunchPlan, RunDir
 from graphsweep.workloads.registry import launch_plan, preflight
 from graphsweep.plan.planner import plan_frame, plan_sweep, write_plan
 from graphsweep.parse.run_dir import parse_run_dir
@@ -133,6 +133,9 @@ def _spec(**extra):
         "repeats": 2,
         "warmup": WARMUP,
         "iterations": ITERS - WARMUP - 1,
+        # planned as for a cluster with GPUs: the test drives the pair jobs itself (on this CPU machine a local
+        # executor would block the graph arms at plan time)
+        "executor": {"cluster": "slurm"},
         **extra,
     }
     return validate_spec(raw, "test.yaml")
@@ -199,8 +202,8 @@ def _pair_job(out: Path, spec, run, fake_train: Path, eager_ms: float, graph_ms:
             "wall_s": walls + 1.0, "gpus": 1, "gpu_seconds": walls + 1.0, "attempt": 1,
             "executor": "local"}  # fmt: skip
     (run_dir / "run.json").write_text(json.dumps(info))
-    parse_run_dir(run_dir, run_dir / "iterations.parquet", run_dir / "summary.json")
-    return run_dir
+    parse_run_dir(RunDir(run_dir))
+    return RunDir(run_dir)
 
 
 def _sweep(tmp_path, fake_train, node_speed, graph_gain=0.9, graph_extra=()):

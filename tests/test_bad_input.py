@@ -6,15 +6,21 @@ Through the real `graphsweep` CLI (graphsweep.cli.main, in process) and real Sna
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+import graphsweep
 from graphsweep import cli
+from graphsweep.store.tables import write_table
+from graphsweep.vocab import RunDir, SweepPaths
 from tests.support import ROOT, copy_workflow, snakemake
 
 BASE_TEXT = (ROOT / "configs" / "sweep.yaml").read_text()
@@ -289,3 +295,350 @@ def test_a_literal_string_with_a_quote_is_not_a_traceback(tmp_path, capsys):
     path.write_text(yaml.safe_dump(megatron(fixed__logger_DOT_wandb_exp_name="it's a run; rm -rf")))
     rc, out, err = run_cli(capsys, "check-spec", path)
     assert rc == 0 and err == "" and f"{MEGATRON['repeats'] * 4} runs" in out
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 24: every file read back is validated where it is read. A damaged one is one line naming the file, what
+# is wrong and how to go on, exit status 2, before any job; nothing of the sweep is lost; the printed fix works.
+# Real Snakemake on a real finished sweep (the default one: six eager baselines on this CPU), real Parquet.
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    workdir = copy_workflow(tmp_path_factory.mktemp("finished"))
+    proc = snakemake(workdir, "--cores", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return workdir
+
+
+def _copy(finished: Path, tmp_path: Path) -> tuple[Path, SweepPaths]:
+    dest = tmp_path / "wf"
+    shutil.copytree(finished, dest, symlinks=True)  # mtimes and .snakemake's records come along
+    return dest, SweepPaths(dest / "results", "default")
+
+
+def _files(paths: SweepPaths) -> dict[str, bytes]:
+    """Every file of the results folder but the rule logs (the snapshot that must survive a refusal)."""
+    return {str(p.relative_to(paths.root)): p.read_bytes() for p in sorted(paths.root.rglob("*"))
+            if p.is_file() and "logs" not in p.relative_to(paths.root).parts[:1]}
+
+
+def _eager(paths: SweepPaths) -> RunDir:
+    return paths.run(sorted(p.name for p in paths.run_dirs.iterdir())[0])
+
+
+def _flip(path: Path, start: int = 200, n: int = 50) -> None:
+    """Damage a Parquet file's pages and keep its footer: a reader finds it only by reading the data."""
+    data = bytearray(path.read_bytes())
+    data[start:start + n] = bytes(b ^ 0xFF for b in data[start:start + n])
+    path.write_bytes(bytes(data))
+
+
+def _without_column(path: Path, table: str, column: str) -> None:
+    write_table(pd.read_parquet(path).drop(columns=[column]), path, table)
+
+
+DAMAGED = {
+    # name: (damage(paths) -> the damaged file, what the line says after the file, the fix works with no job)
+    "comparison is garbage": (lambda p: _write_bytes(p.comparison, b"garbage"),
+                              ["not a readable Parquet file", "delete it"], True),
+    "comparison pages damaged": (lambda p: _damage(p.comparison, _flip), ["not a readable Parquet file"], True),
+    "comparison lacks verdict": (lambda p: _damage(p.comparison, lambda f: _without_column(f, "comparison", "verdict")),
+                                 ["lacks its column(s) verdict"], True),
+    "runs holds the plan": (lambda p: _write_bytes(p.runs, p.plan.read_bytes()), ["holds the 'plan' table"], True),
+    "plan is empty": (lambda p: _write_bytes(p.plan, b""), ["not a readable Parquet file"], True),
+    "run.json cut short": (lambda p: _damage(_eager(p).run_json, lambda f: f.write_text(f.read_text()[:40])),
+                           ["not valid JSON (line", "restore it from an archive", "to run that run again"], False),
+    "run.json a list": (lambda p: _write_bytes(_eager(p).run_json, b"[1, 2]"), ["holds a JSON list"], False),
+    "summary.json empty": (lambda p: _write_bytes(_eager(p).summary, b""), ["empty", "parses run"], True),
+    "summary.json binary": (lambda p: _write_bytes(_eager(p).summary, b"\xff\xfe\x00"), ["not UTF-8"], True),
+    "run iterations garbage": (lambda p: _write_bytes(_eager(p).iterations, b"PAR1xx"), ["not a readable Parquet"],
+                               True),
+    "config.yaml not YAML": (lambda p: _write_bytes(_eager(p).config, b"run: [\n"), ["not valid YAML"], False),
+    "owner.json garbage": (lambda p: _write_bytes(p.owner, b"{"), ["says which spec owns", "delete it"], True),
+    "controller.json garbage": (lambda p: _write_bytes(p.controller, b"pid 12"), ["if no snakemake runs sweep"], True),
+    "job.json garbage": (lambda p: _write_bytes(p.job_side(_eager(p).run_id), b"{\"cluster\": "),
+                         ["squeue --name", "scancel"], True),
+}  # fmt: skip
+
+
+def _write_bytes(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _damage(path: Path, how) -> Path:
+    how(path)
+    return path
+
+
+def _refusal(proc: subprocess.CompletedProcess, damaged: Path, workdir: Path, needles: list[str]) -> str:
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Exception" not in proc.stderr, proc.stderr[-3000:]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("graphsweep")]
+    assert len(ours) == 1 and proc.stderr.strip().splitlines()[-1] == ours[0], proc.stderr[-3000:]
+    assert str(damaged.relative_to(workdir)) in ours[0], ours[0]
+    for needle in needles:
+        assert needle in ours[0], (needle, ours[0])
+    return ours[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_a_damaged_file_stops_the_sweep_with_one_line_and_loses_nothing(finished, tmp_path, case):
+    workdir, paths = _copy(finished, tmp_path)
+    damage, needles, no_job = DAMAGED[case]
+    damaged = damage(paths)
+    before = _files(paths)
+    proc = snakemake(workdir, "--cores", "2")
+    _refusal(proc, damaged, workdir, needles)
+    assert _files(paths) == before  # not one byte changed: the report, the tables, every run's files
+    assert "[graphsweep] submitted" not in proc.stderr
+    if no_job:  # the fix the line gives: delete the file; the next snakemake rebuilds it and submits nothing
+        verdicts = pd.read_parquet(finished / "results/default/comparison.parquet").set_index("cell_id").verdict
+        damaged.unlink()
+        again = snakemake(workdir, "--cores", "2")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "[graphsweep] submitted" not in again.stderr
+        fresh = pd.read_parquet(paths.comparison).set_index("cell_id").verdict
+        pd.testing.assert_series_equal(fresh.sort_index(), verdicts.sort_index())
+        assert paths.report_html.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_a_file_damaged_under_a_good_footer_fails_its_job_restores_the_outputs_and_the_hint_works(finished, tmp_path):
+    """A run's iterations.parquet with damaged pages passes the controller's first look (footer and columns): the
+    aggregate job meets it, fails with the one line, and Snakemake restores runs.parquet and iterations.parquet
+    (update() outputs) instead of deleting them; the last line names the file, its fix and the command that goes on."""
+    workdir, paths = _copy(finished, tmp_path)
+    run = _eager(paths)
+    _flip(run.iterations)
+    before = _files(paths)
+    proc = snakemake(workdir, "--cores", "2")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"graphsweep: results/default/runs/{run.run_id}/iterations.parquet: not a readable Parquet file" in proc.stderr
+    assert "Restored previous version of results/default/runs.parquet" in proc.stderr
+    assert _files(paths) == before  # the tables, the reports: the last good versions
+    last = proc.stderr.strip().splitlines()
+    last = next(line for line in reversed(last) if line.startswith("graphsweep: sweep 'default' stopped"))
+    assert f"runs/{run.run_id}/iterations.parquet" in last and "delete it" in last
+    run.iterations.unlink()  # what the line says, then its command
+    command = last.split("then carry on (finished runs are kept): ", 1)[1]
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "[graphsweep] submitted" not in done.stderr, done.stderr[-3000:]
+    assert "graphsweep: sweep 'default' done: 12 cells: 12 blocked" in done.stderr
+
+
+@pytest.mark.slow
+def test_extra_repeats_that_is_not_what_more_repeats_writes_is_refused(finished, tmp_path):
+    for text, needle in (("repeat: {x: 3}\n", "unknown key 'repeat'"), ("repeats: [\n", "not valid YAML"),
+                         ("repeats: {nope.attn: 3}\n", "names cell(s) nope.attn that sweep 'default'"),
+                         ("- 1\n", "holds list, not the mapping")):  # fmt: skip
+        workdir, paths = _copy(finished, tmp_path / str(abs(hash(text))))
+        damaged = _write_bytes(paths.extra_repeats, text.encode())
+        before = _files(paths)
+        line = _refusal(snakemake(workdir, "--cores", "2"), damaged, workdir, [needle])
+        assert line.startswith("graphsweep: invalid sweep spec:")
+        assert _files(paths) == before
+
+
+@pytest.mark.slow
+def test_results_in_a_place_that_cannot_hold_a_folder_is_one_line(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    proc = snakemake(workdir, "-n", "--cores", "1", "--config", "results=/proc/graphsweep-results")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "graphsweep: invalid workflow setting: results '/proc/graphsweep-results': /proc does not let user")
+
+
+# The commands that read the same files say the same line (status used to show a damaged run as `planned`)
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["comparison is garbage", "run.json a list", "summary.json empty",
+                                  "job.json garbage", "plan is empty"])
+def test_status_names_a_damaged_file_instead_of_guessing(finished, tmp_path, capsys, case):
+    workdir, paths = _copy(finished, tmp_path)
+    damaged = DAMAGED[case][0](paths)
+    rc, out, err = run_cli(capsys, "status", "--results", workdir / "results", "default")
+    one_line(rc, err, str(damaged), *DAMAGED[case][1])
+
+
+def test_more_repeats_names_a_damaged_comparison(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "adaptive.yaml"
+    spec.write_text(BASE_TEXT.replace("sweep: default", "sweep: adaptive") + "adaptive_repeats: true\n")
+    damaged = _write_bytes(SweepPaths("results", "adaptive").comparison, b"garbage")
+    rc, _, err = run_cli(capsys, "more-repeats", spec)
+    one_line(rc, err, str(damaged), "not a readable Parquet file", "delete it")
+    assert not SweepPaths("results", "adaptive").extra_repeats.exists()
+
+
+@pytest.mark.slow
+def test_catalog_names_a_damaged_table(finished, tmp_path, capsys):
+    workdir, paths = _copy(finished, tmp_path)
+    _write_bytes(paths.comparison, b"garbage")
+    rc, _, err = run_cli(capsys, "catalog", tmp_path / "cat", "--results", workdir / "results")
+    one_line(rc, err, "comparison.parquet", "not a readable Parquet file")
+    assert not list((tmp_path / "cat").rglob("*.parquet"))  # nothing damaged copied into a catalog
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 3: specs that cannot give a verdict, or cost too much, are refused by check-spec and by the workflow
+
+def _spec_with(**changes) -> str:
+    raw = yaml.safe_load(BASE_TEXT)
+    raw.update(changes)
+    return yaml.safe_dump(raw, sort_keys=False)
+
+
+CANNOT_RUN = {
+    "exclude value as text": (_spec_with(exclude=[{"hidden": "128", "micro_batch": 2}]),
+                              ["exclude.0.hidden", "'128'", "is text but axis 'hidden' holds a number",
+                               "write 128 without quotes"]),
+    "exclude value not on the axis": (_spec_with(exclude=[{"hidden": 256}]),
+                                      ["exclude.0.hidden", "256", "not a value of axis 'hidden'"]),
+    "exclude of values that never meet": (_spec_with(axes={"hidden": [64, 128], "micro_batch": [1, 2]},
+                                                     exclude=[{"hidden": 128, "micro_batch": 2}, {"micro_batch": 2, "hidden": 128}]),
+                                          ["exclude.1", "excludes nothing that exclude.0 does not already exclude"]),
+    "include of a shape the axes have": (_spec_with(include=[{"hidden": 64, "micro_batch": 1}]),
+                                         ["include.0", "includes nothing"]),
+    "include value as text": (_spec_with(include=[{"hidden": "96", "micro_batch": 1}]),
+                              ["include.0.hidden", "is text but axis 'hidden' holds a number"]),
+    "too few measured iterations": (_spec_with(iterations=3), ["key 'iterations' = 3", "at least 5 measured iterations"]),
+    "beyond the time limit": (_spec_with(iterations=20000, executor={"cluster": "slurm", "timeout_min": 1}),
+                              ["executor.timeout_min", "estimated at", "raise executor.timeout_min to at least"]),
+    "over the GPU-hour budget": (_spec_with(budget_gpu_hours=0.001, executor={"cluster": "slurm", "timeout_min": 10}),
+                                 ["budget_gpu_hours", "estimated at", "over its budget"]),
+    "more runs than a plan may have": (_spec_with(axes={"hidden": [64], "micro_batch": list(range(1, 10_001))},
+                                                  exclude=[]),
+                                       ["key 'axes'", "10000 shapes give 100000 runs, more than max_runs (20000)", "split the sweep"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(CANNOT_RUN))
+def test_check_spec_refuses_what_cannot_give_a_verdict(tmp_path, capsys, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "spec.yaml"
+    path.write_text(CANNOT_RUN[case][0])
+    t0 = time.monotonic()
+    rc, out, err = run_cli(capsys, "check-spec", path)
+    one_line(rc, err, str(path), *CANNOT_RUN[case][1])
+    assert time.monotonic() - t0 < 30  # refused before 50,000 runs are planned
+    rc, out, err = run_cli(capsys, "plan", path)
+    one_line(rc, err, str(path))
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["exclude value as text", "over the GPU-hour budget", "more runs than a plan may have"])
+def test_the_workflow_refuses_it_before_any_job(tmp_path, case):
+    workdir = copy_workflow(tmp_path)
+    path = workdir / "configs" / "bad.yaml"
+    path.write_text(CANNOT_RUN[case][0])
+    proc = snakemake(workdir, "--cores", "1", "--config", "spec=configs/bad.yaml")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("graphsweep: invalid sweep spec:") and all(n in last for n in CANNOT_RUN[case][1]), last
+    assert not (workdir / "results").exists()
+
+
+def test_the_budget_has_a_default_a_user_can_see(tmp_path, capsys):
+    rc, out, _ = run_cli(capsys, "check-spec", ROOT / "configs" / "sweep.yaml")
+    assert rc == 0 and "(budget_gpu_hours 500)" in out
+    schema = yaml.safe_load((ROOT / "configs" / "schema" / "sweep.schema.yaml").read_text())
+    assert schema["properties"]["budget_gpu_hours"]["default"] == 500
+
+
+def test_the_examples_still_pass(capsys):
+    for spec in sorted((ROOT / "configs" / "examples").glob("*.yaml")):
+        rc, _, err = run_cli(capsys, "check-spec", spec)
+        assert rc == 0, (spec, err)
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 4: the small things
+
+def test_a_yaml_alias_bomb_is_refused_fast(tmp_path, capsys):
+    levels = ["a: &a [" + ", ".join(['"lol"'] * 9) + "]"]
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        levels.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    path = tmp_path / "bomb.yaml"
+    path.write_text("sweep: bomb\nworkload: {kind: builtin}\n" + "\n".join(levels) + "\naxes: {hidden: *i}\n"
+                    "variants: [{impl: full_iteration}]\n")
+    t0 = time.monotonic()
+    rc, _, err = run_cli(capsys, "check-spec", path)
+    one_line(rc, err, str(path), "expand to more than 1,000,000 values", "alias bomb")
+    assert time.monotonic() - t0 < 5
+
+
+def test_an_ingest_pattern_that_backtracks_forever_is_stopped_with_one_line(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / ("a" * 40 + "!")).write_text("x")
+    spec = {"sweep": "hang", "workload": {"kind": "megatron_bridge", "recipe": "vanilla_gpt_pretrain_config"},
+            "source": {"logs": str(logs), "pattern": r"(?P<variant>(a|aa)+)+\.log"},
+            "axes": {"train.micro_batch_size": [1]}, "variants": [{"name": "full", "impl": "full_iteration"}]}
+    path = tmp_path / "hang.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    t0 = time.monotonic()
+    rc, _, err = run_cli(capsys, "ingest", path)
+    one_line(rc, err, "source.pattern", "took more than 1 s", "backtracks")
+    assert time.monotonic() - t0 < 20
+
+
+def test_version():
+    proc = subprocess.run([sys.executable, "-m", "graphsweep.cli", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"graphsweep {graphsweep.__version__}"
+
+
+@pytest.mark.parametrize("command", [
+    "-m graphsweep.cli check --rules", "-m graphsweep.cli plan --dry-run --commands configs/sweep.yaml",
+    "-m graphsweep.cli check-spec configs/examples/megatron-tiny-moe.yaml", "-m graphsweep.provenance",
+    "-m graphsweep.cli status --json default",
+])  # fmt: skip
+def test_output_piped_to_head_ends_quietly(command):
+    proc = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} {command} | head -1"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# README examples work when pasted
+
+README = (ROOT / "README.md").read_text()
+README_WORDS = " ".join(README.split())  # prose wraps anywhere
+
+
+def test_readme_check_example_runs_as_pasted_in_a_shell(tmp_path):
+    block = README.split(".venv/bin/graphsweep check model.", 1)[1].split("\n.venv/bin/graphsweep plan", 1)[0]
+    command = "graphsweep check model." + block.replace("\\\n", " ")
+    (tmp_path / "model.cuda_graph_scope=a").write_text("")  # what an unquoted [attn] would glob to
+    proc = subprocess.run(["bash", "-c", command.replace("graphsweep", f"{shlex.quote(sys.executable)} -m "
+                                                         "graphsweep.cli", 1)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert "[attn]" in command.split("'model.cuda_graph_scope=")[1][:8], command
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.startswith("blocked: 2 rule(s) fire"), proc.stdout  # attn graphs + full recompute, as it says
+
+
+def test_readme_counts_the_rules_check_lists(capsys):
+    rc, out, _ = run_cli(capsys, "check", "--rules")
+    rules = [line for line in out.splitlines() if line and not line.startswith(" ")]
+    assert rc == 0 and f"{len(rules)} preflight rules (`graphsweep check --rules` lists them" in README_WORDS
+
+
+def test_readme_says_more_repeats_needs_adaptive_repeats(capsys, tmp_path, monkeypatch):
+    assert "`adaptive_repeats: true`" in README_WORDS and "every shipped spec has the default `false`" in README_WORDS
+    shipped = [yaml.safe_load(p.read_text()) for p in (ROOT / "configs" / "examples").glob("*.yaml")]
+    assert not any(s.get("adaptive_repeats") for s in shipped)
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, "more-repeats", ROOT / "configs" / "sweep.yaml")
+    one_line(rc, err, "adaptive_repeats")
+
+
+def test_readme_catalog_of_results_includes_the_examples(tmp_path, capsys):
+    assert "--results results" in README_WORDS and "results/examples/h200-builtin" in README_WORDS
+    rc, out, err = run_cli(capsys, "catalog", tmp_path / "cat", "--results", ROOT / "results")
+    assert rc == 0, err
+    sweeps = {p.name for p in (tmp_path / "cat" / "comparison").iterdir()}
+    assert {"sweep=h200-builtin", "sweep=megatron-tiny-moe", "sweep=megatron-tiny-vanilla-gpt"} <= sweeps

@@ -1,7 +1,8 @@
 """A paired sweep (`pairing: true`) through real Snakemake + submitit on the CPU.
 
-Each cell repeat is one job running both arms in ABBA order. On the CPU the graph arm's segments are blocked (no
-CUDA device) while its eager segments complete; the A/A control cell completes in both arms and is judged on
+Each cell repeat is one job running both arms in ABBA order. On the CPU the graph cell is blocked at plan time (no
+CUDA device); `verify: true` runs its pair jobs anyway, so their graph segments confirm it (blocked) while their eager
+segments complete; the A/A control cell completes in both arms and is judged on
 per-job log-ratios. Then `graphsweep more-repeats` adds pair jobs to an inconclusive control cell only.
 """
 
@@ -20,7 +21,7 @@ from tests.support import ADAPTIVE_SPEC, ROOT, planned_runs, run_spec, snakemake
 pytestmark = [pytest.mark.slow, pytest.mark.snakemake]
 
 # the adaptive-repeats sweep (one tiny shape, a CPU-blocked graph variant, an A/A cell), run as pair jobs
-SPEC = {**ADAPTIVE_SPEC, "sweep": "paired", "pairing": True}
+SPEC = {**ADAPTIVE_SPEC, "sweep": "paired", "pairing": True, "verify": True}
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.run.job import job_main
 from graphsweep.run.submit import execute_run
+from graphsweep.vocab import RunDir
 from tests.support import ROOT
 
 PROBE = ROOT / "tests" / "fixtures" / "logs" / "h200-probe"
@@ -36,10 +37,11 @@ def test_a_real_job_records_what_produced_it(tmp_path):
                    "env": {**GRAPH_ENV, "GRAPHSWEEP_CONTAINER_IMAGE": "nvcr.io/nvidia/nemo:25.09", "MY_TOKEN": "s3cret"}},
         "executor": {"cluster": "local", "timeout_min": 5},
     }  # fmt: skip
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    record = execute_run(tmp_path / "config.yaml", tmp_path / "run.json", tmp_path / "log.txt", tmp_path / "jobs",
-                         say=lambda _: None)  # fmt: skip
-    prov = json.loads((tmp_path / "run.json").read_text())["provenance"]
+    run = RunDir(tmp_path / "r1")
+    run.root.mkdir()
+    run.config.write_text(yaml.safe_dump(cfg))
+    record = execute_run(run, tmp_path / "jobs", say=lambda _: None)
+    prov = json.loads(run.run_json.read_text())["provenance"]
     assert record["exit_code"] == 0 and "error" not in prov
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert prov["graphsweep"]["git_sha"] == head and isinstance(prov["graphsweep"]["git_dirty"], bool)
@@ -123,12 +125,12 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
         run = p.run
         image = "nemo:25.11" if run.arm == "graph" and run.shape["model.seq_length"] == 2048 else "nemo:25.09"
         log = PROBE / f"medium-{run.arm}-{run.repeat}.log"
-        d = out / "runs" / run.run_id
-        write_run_config(p, d / "config.yaml")
-        facts = job_main(["cat", str(log)], {"GRAPHSWEEP_CONTAINER_IMAGE": image}, str(d / "log.txt"))
-        (d / "run.json").write_text(json.dumps({"run_id": run.run_id, "executor": "local", "state": "COMPLETED",
-                                                "attempt": 1, **facts}))  # fmt: skip
-        parse_run_dir(d, d / "iterations.parquet", d / "summary.json")
+        d = RunDir(out / "runs" / run.run_id)
+        write_run_config(p, d)
+        facts = job_main(["cat", str(log)], {"GRAPHSWEEP_CONTAINER_IMAGE": image}, str(d.log))
+        d.run_json.write_text(json.dumps({"run_id": run.run_id, "executor": "local", "state": "COMPLETED",
+                                          "attempt": 1, **facts}))  # fmt: skip
+        parse_run_dir(d)
         run_dirs.append(d)
     aggregate(out / "plan.parquet", run_dirs, out / "runs.parquet", out / "iterations.parquet")
     runs = pd.read_parquet(out / "runs.parquet")
@@ -213,7 +215,7 @@ def test_container_like_split_records_the_training_processs_stack(tmp_path):
         "executor": {"cluster": "local", "timeout_min": 5},
     }  # fmt: skip
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    execute_run(run_dir / "config.yaml", run_dir / "run.json", run_dir / "log.txt", out / ".jobs", say=lambda _: None)
+    execute_run(RunDir(run_dir), out / ".jobs", say=lambda _: None)
     wrapper = json.loads((run_dir / "run.json").read_text())["provenance"]
     assert wrapper["versions"]["python"].startswith("3.11") and wrapper["versions"]["torch"] == md.version("torch")
     log = (run_dir / "log.txt").read_text()
@@ -222,11 +224,11 @@ def test_container_like_split_records_the_training_processs_stack(tmp_path):
                                   capture_output=True, text=True, check=True).stdout.strip()
                 for k, d in (("torch", "torch"), ("te", "transformer-engine"), ("mcore", "megatron-core"),
                              ("bridge", "megatron-bridge"))}  # fmt: skip
-    parse_run_dir(run_dir, run_dir / "iterations.parquet", run_dir / "summary.json")
+    parse_run_dir(RunDir(run_dir))
     plan = pd.DataFrame([{**cfg["run"], "sweep": "split", "impl": "none", "scope": "", "repeat": 1, "iterations": 1,
                           "gpus": 1, "workload": "megatron_bridge", "status": "submit"}])  # fmt: skip
     write_table(plan, out / "plan.parquet", "plan")
-    aggregate(out / "plan.parquet", [run_dir], out / "runs.parquet", out / "iterations.parquet")
+    aggregate(out / "plan.parquet", [RunDir(run_dir)], out / "runs.parquet", out / "iterations.parquet")
     row = pd.read_parquet(out / "runs.parquet").iloc[0]
     assert row.prov_python.startswith("3.12") and row.prov_torch.split("+")[0] == training["torch"]
     assert row.prov_torch != wrapper["versions"]["torch"]

@@ -31,7 +31,7 @@ from graphsweep.plan.planner import plan_sweep
 from graphsweep.run.job import job_argv, tees_rank_files
 from graphsweep.run.submit import execute_run
 from graphsweep.sweepspec.load import load_spec, validate_spec
-from graphsweep.vocab import RANKS_DIR, TORCHRUN_TEE, run_dir_logs
+from graphsweep.vocab import RANKS_DIR, TORCHRUN_TEE, RunDir
 from graphsweep.workloads import megatron_bridge as megatron
 from graphsweep.workloads.registry import launch_plan, preflight
 from tests.support import ROOT
@@ -137,8 +137,8 @@ def _replay_folder(tmp_path: Path, sources: Path, run_id: str = "tp1.attn.r1") -
     run_dir = tmp_path / "results" / "megatron-tiny-2gpu" / "runs" / run_id
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    record = execute_run(run_dir / "config.yaml", run_dir / "run.json", run_dir / "log.txt",
-                         tmp_path / "results" / "megatron-tiny-2gpu" / ".jobs" / run_id, say=lambda _: None)
+    record = execute_run(RunDir(run_dir), tmp_path / "results" / "megatron-tiny-2gpu" / ".jobs" / run_id,
+                         say=lambda _: None)
     return run_dir, record
 
 
@@ -150,7 +150,7 @@ def _rank_files(run_dir: Path) -> dict[tuple[int, str], Path]:
 
 
 def _parse(run_dir: Path):
-    summary = parse_run_dir(run_dir, run_dir / "iterations.parquet", run_dir / "summary.json")
+    summary = parse_run_dir(RunDir(run_dir))
     return summary, pd.read_parquet(run_dir / "iterations.parquet")
 
 
@@ -176,11 +176,11 @@ def test_completed_two_rank_run_folder(completed):
     log = (run_dir / "log.txt").read_text().splitlines()
     prefixed = [line for line in log if line.startswith(("[default0]:", "[default1]:"))]
     assert len(prefixed) == sum(len(f.read_text().splitlines()) for f in files.values())
-    assert run_dir_logs(run_dir) == [files[0, "stdout"], files[0, "stderr"], files[1, "stdout"], files[1, "stderr"],
+    assert RunDir(run_dir).logs() == [files[0, "stdout"], files[0, "stderr"], files[1, "stdout"], files[1, "stderr"],
                                      run_dir / "log.txt"]
 
     s, rows = _parse(run_dir)
-    assert set(s.files) == {str(f) for f in run_dir_logs(run_dir)}  # every rank's files and log.txt
+    assert set(s.files) == {str(f) for f in RunDir(run_dir).logs()}  # every rank's files and log.txt
     assert (s.outcome, s.n_iterations, s.last_iteration) == ("completed", 30, 30)
     assert rows.iteration.tolist() == list(range(1, 31))  # read twice (rank 1's file, log.txt), counted once
     # the iteration lines are the last rank's: rank 1 (Megatron print_rank_last); none in rank 0's files
@@ -204,14 +204,13 @@ def test_a_rerun_replaces_the_earlier_attempts_rank_files(oom_rank1, tmp_path):
     new job's files only, never two attempts mixed. Here: the failed run's folder, run again with the recorded
     completed ranks."""
     src, _ = oom_rank1
-    run_dir = tmp_path / "results" / "megatron-tiny-2gpu" / "runs" / "tp1.attn.oom"
+    run_dir = tmp_path / "results" / "megatron-tiny-2gpu" / "retried" / src.name  # a run folder is named for its run
     shutil.copytree(src, run_dir)
     old = next((run_dir / RANKS_DIR).iterdir()).name
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     cfg["launch"]["argv"][-1] = str(B_RANKS)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    record = execute_run(run_dir / "config.yaml", run_dir / "run.json", run_dir / "log.txt",
-                         run_dir.parents[1] / ".jobs" / "tp1.attn.oom", say=lambda _: None)
+    record = execute_run(RunDir(run_dir), run_dir.parents[1] / ".jobs" / "tp1.attn.oom", say=lambda _: None)
     files = _rank_files(run_dir)  # one torchrun run folder
     assert record["exit_code"] == 0 and files[0, "stdout"].parents[2].name != old
     s, rows = _parse(run_dir)
@@ -253,7 +252,7 @@ def test_an_error_printed_only_on_rank_1_is_found(oom_rank1):
     assert "ChildFailedError" in log and "[default1]:ERROR:megatron.bridge.training.pretrain:Pretrain failed" in log
 
     s, rows = _parse(run_dir)
-    assert set(s.files) == {str(f) for f in run_dir_logs(run_dir)}
+    assert set(s.files) == {str(f) for f in RunDir(run_dir).logs()}
     assert (s.outcome, s.error_class, s.phase, s.failed_iteration) == ("oom", "oom", "steady", 21)
     assert s.oom_request == "11.00 GiB" and "Pretrain failed on rank=1 with OutOfMemoryError" in s.signature
     assert rows.iteration.tolist() == list(range(1, 21))  # each iteration once, though read from two files

@@ -17,6 +17,9 @@ NAMES = {
     "verdict": set(vocab.VERDICTS),
     "outcome": set(vocab.OUTCOMES),
     "arm": set(vocab.ARMS) | {vocab.AA},
+    # the results layout: a run folder's files (vocab.RunDir) and the sweep's tables and reports (vocab.SweepPaths)
+    "results file": set(vocab.RunDir.FILES) | set(vocab.SweepPaths.TABLES)
+    | {vocab.SweepPaths.REPORT_MD, vocab.SweepPaths.REPORT_HTML},
 }
 CONSTRAINT_IDS = {c.id for c in CONSTRAINTS}
 SIGNATURE_IDS = {s.id for s in SIGNATURES} - CONSTRAINT_IDS
@@ -33,6 +36,7 @@ HOMES = {
     "verdict": {"graphsweep/vocab.py"},
     "outcome": {"graphsweep/vocab.py"},
     "arm": {"graphsweep/vocab.py"},
+    "results file": {"graphsweep/vocab.py"},
     "constraint": {"graphsweep/constraints/rules.py", "graphsweep/constraints/runtime.py",
                    "graphsweep/constraints/offload.py", "graphsweep/constraints/field.py"},
     "signature": {"graphsweep/parse/signatures.py"},

@@ -1,7 +1,7 @@
 """The default sweep through real Snakemake + real submitit (local executor) in a scratch directory.
 
-On this CPU machine every graph arm must be recorded as blocked (no CUDA device) and every eager baseline must
-complete with real timings.
+On this CPU machine every graph arm is blocked at plan time (a local executor, no CUDA device: no job is started for
+it) and every eager baseline completes with real timings.
 """
 
 from __future__ import annotations
@@ -56,6 +56,17 @@ def test_on_cpu_graph_rows_are_blocked_by_the_missing_cuda_device(default_sweep)
     comparison = pd.read_parquet(workdir / "results/default/comparison.parquet")
     assert set(comparison.verdict) == {"blocked"}
     assert all("CUDA graphs need a CUDA device" in r for r in comparison.reason)
+    assert set(comparison.rule_id) == {"no_cuda_here"} and (comparison.gpu_seconds == 0).all()
+
+
+def test_on_cpu_no_job_is_started_for_a_graph_arm(default_sweep):
+    workdir, proc = default_sweep
+    plan = pd.read_parquet(workdir / "results/default/plan.parquet")
+    graph = plan[plan.arm == "graph"]
+    assert len(graph) == 24 and set(graph.status) == {"blocked"}
+    ran = {p.name for p in (workdir / "results/default/runs").iterdir()}
+    assert ran == set(plan.run_id[plan.arm == "eager"])  # six eager baselines, nothing else
+    assert proc.stderr.count("[graphsweep] submitted ") == 6
 
 
 @pytest.mark.slow
@@ -99,16 +110,22 @@ def test_overhead_benchmark_reads_a_finished_sweep(default_sweep):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pipeline_overhead.py"),
                            str(workdir / "results" / "default")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "30 runs ran, 6 logged iterations" in proc.stdout  # 6 eager baselines train; graph arms stop at setup
+    assert "6 runs ran, 6 logged iterations" in proc.stdout  # 6 eager baselines train; graph arms never start
     assert "train_loop_s" in proc.stdout and "against a training loop of" in proc.stdout
 
 
 @pytest.mark.slow
-def test_second_run_has_nothing_to_do(default_sweep):
+def test_second_run_has_nothing_to_do_and_says_the_sweep_is_complete(default_sweep):
     workdir, _ = default_sweep
     proc = snakemake(workdir, "--cores", "2", "-n")
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
+    again = snakemake(workdir, "--cores", "2")
+    report = workdir / "results" / "default" / "report.html"
+    assert again.returncode == 0 and again.stderr.strip().splitlines()[-2:] == [
+        "graphsweep: sweep 'default' is complete, nothing to run: 12 cells: 12 blocked",
+        f"graphsweep: report: {report.resolve()}",
+    ], again.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import sys
+import contextlib
 import math
+import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.text import Text
@@ -20,6 +22,21 @@ def plain(value: Any) -> Text:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return Text("")
     return Text(str(value))
+
+
+@contextlib.contextmanager
+def broken_pipe_quiet() -> Iterator[None]:
+    """Output piped into `head` (or any reader that stops early): end quietly, as `cat | head` does.
+
+    Python's own advice (docs: signal, "Note on SIGPIPE"): point stdout at /dev/null so the flush at exit cannot
+    raise again, and leave with status 141 (128 + SIGPIPE), as a shell tool killed by SIGPIPE does."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(141) from None
 
 
 def fail(command: str, message: str) -> int:

@@ -11,9 +11,10 @@ from rich.text import Text
 
 from graphsweep.commands import console as _console
 from graphsweep.commands import plain
-from graphsweep.plan.planner import PlannedRun, dry_run_summary, plan_sweep
+from graphsweep.plan.planner import PlannedRun, check_plan, dry_run_summary, plan_sweep
+from graphsweep.plan.repeats import RepeatsError, apply_extra
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import SpecError
+from graphsweep.vocab import SpecError, SweepPaths
 
 NAME = "check-spec"
 HELP = "validate a sweep spec and report the preflight verdict of every cell (submits nothing)"
@@ -22,18 +23,23 @@ HELP = "validate a sweep spec and report the preflight verdict of every cell (su
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec (YAML)")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
+    p.add_argument("--results", default="results",
+                   help="results folder: its extra_repeats.yaml for this sweep is checked too (default: results)")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.spec)
-    except SpecError as exc:
+        spec = apply_extra(spec, args.results)  # a side file naming cells this sweep lacks is refused too
+        planned = plan_sweep(spec, paths=SweepPaths(args.results, spec.name))
+        check_plan(spec, planned)  # beyond the time limit, over the GPU-hour budget
+    except (SpecError, RepeatsError) as exc:
         if args.json:
-            print(json.dumps({"ok": False, "error": str(exc), "file": exc.path, "key": exc.key, "value": exc.value}, default=str))
+            where = {"file": exc.path, "key": exc.key, "value": exc.value} if isinstance(exc, SpecError) else {}
+            print(json.dumps({"ok": False, "error": str(exc), **where}, default=str))
         else:
-            print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
+            print(f"graphsweep: invalid sweep spec: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    planned = plan_sweep(spec)
     first: dict[str, PlannedRun] = {}
     for p in planned:
         if not p.submitted:
@@ -53,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         (spec.name, "bold"),
         f": {len(spec.shapes())} shapes x {len(spec.variants)} variants = {len(spec.cells())} cells, "
         f"{summary['runs']} runs ({summary['to_submit']} to submit, {summary['blocked']} blocked by preflight), "
-        f"about {summary['gpu_hours']} GPU-hours",
+        f"about {summary['gpu_hours']} GPU-hours (budget_gpu_hours {spec.raw['budget_gpu_hours']})",
     ))  # fmt: skip
     if blocked:
         table = Table("cell", "rule", "message", title="Blocked by preflight (no job will be submitted)")

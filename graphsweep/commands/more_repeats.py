@@ -21,11 +21,12 @@ from graphsweep.plan.repeats import (
     apply_extra,
     extra_repeats_path,
     plan_more_repeats,
+    require_adaptive,
     write_extra,
 )
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.store.tables import read_table
-from graphsweep.vocab import SpecError, SweepPaths
+from graphsweep.vocab import SpecError, SweepPaths, UnusableFile
 
 NAME = "more-repeats"
 HELP = "plan more repeats for the inconclusive cells of a finished sweep; the next snakemake runs only those"
@@ -49,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
         check_owner(SweepPaths(args.results, spec.name), spec)  # the repeats go to this spec's own sweep only
         spec = apply_extra(spec, args.results)
-    except (SpecError, RepeatsError, SweepOwnedError) as exc:
+        if "source" not in spec.raw:
+            require_adaptive(spec)  # before looking for results: a spec judged for one look gets no second
+    except (SpecError, RepeatsError, SweepOwnedError, UnusableFile) as exc:
         err.print(plain(f"graphsweep: {exc}"))
         return 2
     if "source" in spec.raw:
@@ -68,11 +71,11 @@ def run(args: argparse.Namespace) -> int:
         err.print(plain(f"graphsweep: {comparison_path} does not exist: run the sweep first (snakemake --cores N "
                         f"--config spec={args.spec}) or pass --results"))  # fmt: skip
         return 2
-    comparison = read_table(comparison_path, "comparison")
-    runs = read_table(runs_path, "runs") if runs_path.exists() else None
     try:
+        comparison = read_table(comparison_path, "comparison")
+        runs = read_table(runs_path, "runs") if runs_path.exists() else None
         plans = plan_more_repeats(spec, comparison, runs, target_repeats=args.target_repeats, cap=args.max_repeats)
-    except RepeatsError as exc:
+    except (RepeatsError, UnusableFile) as exc:
         err.print(plain(f"graphsweep: {exc}"))
         return 2
     console = _console()

@@ -10,9 +10,9 @@ from rich.table import Table
 from graphsweep.commands import console as _console
 from graphsweep.commands import fail, output_file_problem, plain
 from graphsweep.plan.owner import SweepOwnedError, claim
-from graphsweep.plan.planner import dry_run_summary, plan_frame, plan_sweep, write_plan
+from graphsweep.plan.planner import check_plan, dry_run_summary, plan_frame, plan_sweep, write_plan
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import GRAPH, NO_GRAPH, PAIR, SpecError, SweepPaths
+from graphsweep.vocab import GRAPH, NO_GRAPH, PAIR, SpecError, SweepPaths, UnusableFile
 
 NAME = "plan"
 HELP = "list every run of a sweep with its command, preflight verdict and GPU-hours (--dry-run writes nothing)"
@@ -40,12 +40,17 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or str(SweepPaths("results", spec.name).plan)
     if not args.dry_run and (problem := output_file_problem(out)):
         return fail(NAME, f"--out: {problem}")
+    planned = plan_sweep(spec, paths=None if args.out else SweepPaths("results", spec.name))
+    try:
+        check_plan(spec, planned)  # beyond the time limit, over the GPU-hour budget
+    except SpecError as exc:
+        print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
+        return 2
     if not args.dry_run and not args.out:  # results/{sweep} is this spec's, never another's (plan/owner.py)
         try:
             claim(SweepPaths("results", spec.name), spec)
-        except SweepOwnedError as exc:
+        except (SweepOwnedError, UnusableFile) as exc:
             return fail(NAME, str(exc))
-    planned = plan_sweep(spec)
     df = plan_frame(planned)
     table = Table("cell", "arm", "runs", "status", "GPU-h", "reason", title=plain(f"sweep {spec.name}"))
     for (cell_id, arm), g in df.groupby(["cell_id", "arm"], sort=False):

@@ -27,8 +27,10 @@ from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.controller import process_alive
 from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, latest_iteration, sacct
 from graphsweep.run.submit import read_failure
+from graphsweep.store.readback import read_job_side, read_run_info, read_summary
+from graphsweep.store.tables import read_table
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import BLOCKED, EAGER, GRAPH, SweepPaths
+from graphsweep.vocab import BLOCKED, EAGER, GRAPH, SweepPaths, UnusableFile
 
 NAME = "status"
 HELP = "show every run of a sweep: planned, queued, running (iteration i/N), done (verdict) or failed (reason)"
@@ -72,7 +74,7 @@ def _sweep_name(arg: str | None) -> tuple[str, Any]:
 
 def _plan(paths: SweepPaths, spec: Any) -> pd.DataFrame:
     if paths.plan.exists():
-        return pd.read_parquet(paths.plan)
+        return read_table(paths.plan, "plan")
     if spec is not None:
         return plan_frame(plan_sweep(spec))
     runs = sorted(p.name for p in paths.run_dirs.glob("*") if p.is_dir())
@@ -80,18 +82,10 @@ def _plan(paths: SweepPaths, spec: Any) -> pd.DataFrame:
 
 
 def _verdicts(paths: SweepPaths) -> dict[str, str]:
-    try:
-        comp = pd.read_parquet(paths.comparison, columns=["cell_id", "verdict"])
-    except (OSError, ValueError, KeyError):
+    if not paths.comparison.exists():
         return {}
+    comp = read_table(paths.comparison, "comparison")  # a damaged one is said, never shown as "no verdict yet"
     return dict(zip(comp.cell_id, comp.verdict))
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus], str]:
@@ -100,7 +94,7 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
     verdicts = _verdicts(paths)
     sides: dict[str, dict[str, Any]] = {}
     for run_id in plan.run_id:
-        side = _read_json(paths.job_side(run_id))
+        side = read_job_side(paths.jobs_dir(run_id))
         if side and not paths.run_json(run_id).exists():
             sides[run_id] = side
     slurm_ids = [str(s["job_id"]) for s in sides.values() if s.get("cluster") == "slurm"]
@@ -115,11 +109,11 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
     for row in plan.itertuples():
         run_id, cell_id, arm = row.run_id, row.cell_id, getattr(row, "arm", "")
         arm_label = arm if arm != GRAPH else f"{GRAPH} {row.variant}"
-        run = _read_json(paths.run_json(run_id))
+        run = read_run_info(paths.run(run_id)) if paths.run_json(run_id).exists() else None
         if getattr(row, "status", "submit") == BLOCKED:
             statuses.append(RunStatus(run_id, cell_id, arm_label, BLOCKED, str(row.rule_message or row.rule_id)))
         elif run is not None:
-            summary = _read_json(paths.run_summary(run_id)) or {}
+            summary = read_summary(paths.run(run_id)) if paths.run_summary(run_id).exists() else {}
             outcome = summary.get("outcome") or f"exit {run.get('exit_code')} (not parsed yet)"
             detail = outcome
             if arm == GRAPH and cell_id in verdicts:
@@ -181,7 +175,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(NAME, f"{name}: no such spec file (give a spec file or a sweep name)")
     if spec is None and not out.exists():
         return fail(NAME, f"no results for sweep '{name}' in {out} (give a sweep name or spec file)")
-    statuses, note = collect(out, _plan(paths, spec))
+    try:
+        statuses, note = collect(out, _plan(paths, spec))
+    except UnusableFile as exc:
+        return fail(NAME, str(exc))
     if args.json:
         for s in statuses:
             print(json.dumps(s.__dict__))
@@ -207,7 +204,7 @@ def launch_lines(paths: SweepPaths, plan: pd.DataFrame) -> list[str]:
     soon as the eager arm ran, before any graph arm did)."""
     out = []
     for shape_id, rows in plan[plan.arm == EAGER].groupby("shape_id", sort=False):
-        found = [_read_json(paths.run_summary(r)) or {} for r in rows.run_id]
+        found = [read_summary(paths.run(r)) for r in rows.run_id if paths.run_summary(r).exists()]
         busy = [f["gpu_busy_ms"] for f in found if f.get("gpu_busy_ms") and f.get("step_ms_median")]
         step = [f["step_ms_median"] for f in found if f.get("gpu_busy_ms") and f.get("step_ms_median")]
         if busy:

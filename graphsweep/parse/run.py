@@ -23,6 +23,7 @@ from graphsweep.parse.memory import merge as merge_readings
 from graphsweep.parse.classify import classify
 from graphsweep.parse.records import Evidence, Mark, RunSummary
 from graphsweep.parse.scan import FileScan, scan_file
+from graphsweep.parse.window import MIN_STEADY
 from graphsweep.store.tables import ITERATION_COLUMNS
 from graphsweep.vocab import EAGER, GRAPH
 
@@ -222,7 +223,7 @@ def _previous(run_info: Mapping | None) -> list[dict]:
 
 
 def parse_run(paths: Sequence[Path | str], *, arm: str = EAGER, warmup: int | None = None,
-              run_info: Mapping | None = None, run_id: str = "", min_steady: int = 5) -> ParsedRun:
+              run_info: Mapping | None = None, run_id: str = "", min_steady: int = MIN_STEADY) -> ParsedRun:
     """Parse every log file of one run (chronological order) and classify it. Never raises for content."""
     if arm not in (EAGER, GRAPH):
         raise ValueError(f"arm must be 'eager' or 'graph', got {arm!r}")

@@ -1,47 +1,44 @@
 """A run's folder into its parsed tables: iterations.parquet and summary.json (the parse rule).
 
+The folder is a RunDir (graphsweep/vocab.py) built from the rule's declared files; config.yaml and run.json are
+validated as they are read (UnusableFile: the file, what is wrong, how to go on), and both outputs are written
+whole (a temp file renamed) only once the run has been parsed.
+
 A pair job's folder (graphsweep/parse/pairs.py) gives both measured arms: its log is split into
 segments/{label}.log, each segment parsed as a run, and each arm's two segments combined into one measured run.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pandas as pd
-import yaml
 
 from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost, split_segments
 from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.store.tables import write_table
-from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, pair_run_id, run_dir_logs
+from graphsweep.store.readback import read_run_config, read_run_info
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, RunDir, pair_run_id, write_json
 
 
-def parse_run_dir(run_dir: Path, iterations_out: Path, summary_out: Path) -> RunSummary | dict:
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    info = json.loads((run_dir / "run.json").read_text())
-    run = cfg["run"]
-    if run["arm"] == PAIR:
-        return parse_pair_dir(run_dir, run, info, iterations_out, summary_out)
-    arm = GRAPH if run["arm"] == GRAPH else EAGER
-    parsed = parse_run(run_dir_logs(run_dir), arm=arm, warmup=int(run["warmup"]), run_info=info, run_id=run["run_id"])
+def parse_run_dir(run: RunDir) -> RunSummary | dict:
+    rec = read_run_config(run, parse=True)["run"]
+    info = read_run_info(run)
+    if rec["arm"] == PAIR:
+        return parse_pair_dir(run, rec, info)
+    arm = GRAPH if rec["arm"] == GRAPH else EAGER
+    parsed = parse_run(run.logs(), arm=arm, warmup=int(rec["warmup"]), run_info=info, run_id=rec["run_id"])
     if parsed.summary.seed is None and info.get("seed") is not None:  # an ingest spec's source.seed
         parsed.summary.seed = int(info["seed"])
-    write_table(parsed.iterations, iterations_out, "iterations")
-    summary = summary_to_dict(parsed.summary)
-    tmp = summary_out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    tmp.replace(summary_out)
+    write_table(parsed.iterations, run.iterations, "iterations")
+    write_json(run.summary, summary_to_dict(parsed.summary))
     return parsed.summary
 
 
-def parse_pair_dir(run_dir: Path, run: dict, info: dict, iterations_out: Path, summary_out: Path) -> dict:
+def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
     """A pair job (graphsweep/run/abba.py): split log.txt into segments/{label}.log, parse each segment as a run, and
     combine each arm's two segments into one measured run. summary.json holds both arms under `arms`."""
-    segments = split_segments((run_dir / "log.txt").read_text(errors="replace"))
-    seg_dir = run_dir / "segments"
+    segments = split_segments(run_dir.log.read_text(errors="replace"))
+    seg_dir = run_dir.segments
     seg_dir.mkdir(exist_ok=True)
     arms: list[ArmOfPair] = []
     records = []
@@ -62,7 +59,7 @@ def parse_pair_dir(run_dir: Path, run: dict, info: dict, iterations_out: Path, s
     split_cost(arms, float(info.get("wall_s") or 0.0), int(info.get("gpus") or run.get("gpus") or 1))
     frames = [a.iterations for a in arms if len(a.iterations)]
     iterations = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
-    write_table(iterations, iterations_out, "iterations")
+    write_table(iterations, run_dir.iterations, "iterations")
     by_arm = {a.arm: {**a.summary, "run_id": a.run_id, "wall_s": a.wall_s, "gpu_seconds": a.gpu_seconds} for a in arms}
     summary = {
         "pair_id": run["run_id"],
@@ -72,7 +69,5 @@ def parse_pair_dir(run_dir: Path, run: dict, info: dict, iterations_out: Path, s
         "segments": records,
         "arms": by_arm,
     }
-    tmp = summary_out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    tmp.replace(summary_out)
+    write_json(run_dir.summary, summary)
     return summary

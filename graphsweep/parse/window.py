@@ -25,6 +25,8 @@ DRIFT_NOTE = 0.05  # first vs second half of the window differ by >= 5 %: say so
 
 _MAX_POINTS = 400  # longer windows are searched on block medians (keeps 10^4 iterations fast)
 
+MIN_STEADY = 5  # fewer steady iterations than this: no window, no step time (a spec with fewer is refused)
+
 
 @dataclass(frozen=True)
 class SteadyWindow:
@@ -60,7 +62,7 @@ def _fmt_range(a: int, b: int) -> str:
 
 
 def steady_window(
-    iterations: Sequence[int], elapsed_ms: Sequence[float], first_allowed: int, min_steady: int = 5
+    iterations: Sequence[int], elapsed_ms: Sequence[float], first_allowed: int, min_steady: int = MIN_STEADY
 ) -> SteadyWindow:
     """Choose the steady window of one run and say why.
 

@@ -11,7 +11,8 @@ more repeats, the executor, the description). A later spec is the same sweep whe
 
 Anything else (another spec file that happens to give the same `sweep:` name) is refused with `SweepOwnedError`,
 before anything is planned or submitted. A folder without owner.json (made before graphsweep wrote one) is adopted
-by the next spec that runs it.
+by the next spec that runs it; an owner.json that cannot be read refuses every spec (fail closed: it may be another
+spec's), with the line that says how to go on.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.sweepspec.sweep import Spec
-from graphsweep.vocab import SweepPaths
+from graphsweep.vocab import SweepPaths, read_json, write_json
 
 # Spec keys whose change keeps a sweep the same sweep: they add runs or change where runs go, not what one measures.
-GROWTH_KEYS = ("repeats", "description", "executor")
+GROWTH_KEYS = ("repeats", "description", "executor", "budget_gpu_hours", "max_runs")
 
 
 class SweepOwnedError(ValueError):
@@ -45,17 +45,19 @@ def _spec_path(spec: Spec) -> str:
     return str(Path(spec.path).resolve())
 
 
-def read_owner(paths: SweepPaths) -> dict[str, Any] | None:
-    try:
-        record = json.loads(paths.owner.read_text())
-    except (OSError, ValueError):
+def read_owner(paths: SweepPaths, spec: Spec | None = None) -> dict[str, Any] | None:
+    """owner.json, None when there is none; UnusableFile when it cannot be read (it never counts as no owner)."""
+    if not (paths.owner.exists() or paths.owner.is_symlink()):
         return None
-    return record if isinstance(record, dict) else None
+    mine = f"if {spec.path} made this folder, " if spec is not None else "if the spec you run made this folder, "
+    fix = (f"it says which spec owns {paths.root}: {mine}delete it (the next run records the owner again); if not, "
+           f"give your spec its own `sweep:` name or results folder (--config results=DIR)")
+    return read_json(paths.owner, fix, required=("spec", "identity"))
 
 
 def check_owner(paths: SweepPaths, spec: Spec) -> dict[str, Any] | None:
     """Raise SweepOwnedError when results/{sweep} belongs to another spec; return the owner record (None: no owner)."""
-    owner = read_owner(paths)
+    owner = read_owner(paths, spec)
     if owner is None:
         return None
     identity, path = spec_identity(spec.raw), _spec_path(spec)
@@ -80,7 +82,4 @@ def claim(paths: SweepPaths, spec: Spec) -> None:
               "claimed_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     if owner is not None:
         record["previous"] = {k: owner.get(k) for k in ("spec", "identity", "claimed_utc")}
-    paths.root.mkdir(parents=True, exist_ok=True)
-    tmp = paths.owner.with_name(f"{paths.owner.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(paths.owner)
+    write_json(paths.owner, record)

@@ -7,18 +7,19 @@ its cost; with `preflight: megatron` it adds Megatron Bridge's own verdict on ev
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import yaml
 
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
-from graphsweep.vocab import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
-from graphsweep.workloads import bridge_check
+from graphsweep.vocab import GraphOverrides, LaunchPlan, RunDir, RunSpec, SpecError, SweepPaths, Violation
+from graphsweep.workloads import bridge_check, builtin
 from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
 from graphsweep.workloads.registry import for_run
 
@@ -51,12 +52,25 @@ class PlannedRun:
         return {"run": self.run.to_record(), "launch": launch, "executor": dict(self.run.executor)}
 
 
-def plan_sweep(spec: Spec) -> list[PlannedRun]:
-    """Every run of the sweep, planned once."""
+LOCAL_CLUSTERS = ("local", "debug")  # submitit executors that run the job on this machine
+
+
+def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None = None) -> list[PlannedRun]:
+    """Every run of the sweep, planned once.
+
+    `cluster`: the executor the workflow uses (its `--config cluster=`, the Slurm profile's), else the spec's: a local
+    one on a machine without CUDA blocks the runs that need a CUDA device, except those whose result `paths` (the
+    results folder) already holds: they ran elsewhere, and re-deriving them here needs no device."""
     mode = spec.raw.get("preflight")
     runs = spec.runs()
     plans = {r.run_id: for_run(r).launch_plan(r) for r in runs}
     violations: dict[str, list[Violation]] = {r.run_id: [] for r in runs}
+    where = cluster or spec.executor.get("cluster") or LOCAL_CLUSTERS[0]
+    if where in LOCAL_CLUSTERS and "source" not in spec.raw and not builtin.cuda_here():
+        for r in runs:  # ingested logs ran elsewhere already: nothing is started here
+            needs = getattr(for_run(r), "needs_cuda", None)
+            if needs is not None and needs(r) and not (paths is not None and paths.run_json(r.run_id).exists()):
+                violations[r.run_id].append(builtin.no_cuda_here(where))
     if mode != "none":
         for r in runs:
             violations[r.run_id] += for_run(r).preflight(r)
@@ -124,10 +138,44 @@ def write_plan(spec: Spec, planned: Sequence[PlannedRun], out: str | Path) -> pd
     return df
 
 
-def write_run_config(planned: PlannedRun, out: str | Path) -> None:
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w") as f:
-        yaml.safe_dump(planned.config(), f, sort_keys=False)
+def write_run_config(config: PlannedRun | Mapping[str, Any], run: RunDir) -> None:
+    """runs/{run_id}/config.yaml, whole or not at all (a temp file renamed over it)."""
+    record = config.config() if isinstance(config, PlannedRun) else dict(config)
+    run.root.mkdir(parents=True, exist_ok=True)
+    tmp = run.config.with_name(f".{run.config.name}.tmp")
+    tmp.write_text(yaml.safe_dump(record, sort_keys=False))
+    tmp.replace(run.config)
+
+
+def wall_seconds(p: PlannedRun) -> float:
+    """The estimated wall time of one job: its GPU-seconds over its GPUs."""
+    return p.est_gpu_seconds / max(1, p.launch.gpus)
+
+
+def check_plan(spec: Spec, planned: Sequence[PlannedRun]) -> None:
+    """What a spec cannot be run with, known once it is planned (check-spec, plan and the workflow all refuse it):
+    a run estimated beyond the executor's time limit (it would time out, retried with more time at a GPU's cost),
+    and a sweep whose estimate is over `budget_gpu_hours`. Ingested logs submit nothing: no limit applies."""
+    if len(planned) > int(spec.raw["max_runs"]):  # sweepspec counts the spec's runs; more-repeats can add some
+        raise SpecError(spec.path, "max_runs", spec.raw["max_runs"], f"the sweep plans {len(planned)} runs (with the "
+                        "repeats more-repeats added): split the sweep into several specs, or raise max_runs")
+    sub = submitted(planned)
+    if "source" in spec.raw or not sub:
+        return
+    limit_min = int(spec.executor["timeout_min"])
+    worst = max(sub, key=wall_seconds)
+    if wall_seconds(worst) > limit_min * 60:
+        need = math.ceil(wall_seconds(worst) / 60)
+        raise SpecError(spec.path, "executor.timeout_min", limit_min,
+                        f"run {worst.run.run_id} is estimated at {wall_seconds(worst) / 60:.1f} min "
+                        f"({worst.est_gpu_seconds:.0f} GPU-s on {worst.launch.gpus} GPU(s)), beyond the time limit: it "
+                        f"would time out; raise executor.timeout_min to at least {need} or lower iterations")
+    hours = sum(p.est_gpu_seconds for p in sub) / 3600.0
+    budget = float(spec.raw["budget_gpu_hours"])
+    if hours > budget:
+        raise SpecError(spec.path, "budget_gpu_hours", spec.raw["budget_gpu_hours"],
+                        f"the sweep is estimated at {hours:,.1f} GPU-hours ({len(sub)} runs to submit), over its "
+                        "budget: raise budget_gpu_hours, or drop shapes, variants or repeats")
 
 
 def dry_run_summary(planned: Sequence[PlannedRun]) -> dict[str, Any]:

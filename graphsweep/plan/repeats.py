@@ -21,7 +21,7 @@ import yaml
 from graphsweep.judge import interval as iv
 from graphsweep.plan.planner import plan_sweep, submitted
 from graphsweep.sweepspec.sweep import Spec
-from graphsweep.vocab import EAGER, INCONCLUSIVE, USABLE_OUTCOMES, RunSpec, SweepPaths
+from graphsweep.vocab import EAGER, INCONCLUSIVE, USABLE_OUTCOMES, RunSpec, SweepPaths, UnusableFile, read_text
 from graphsweep.workloads.registry import for_run
 
 DEFAULT_CAP = 10  # repeats per arm: beyond this, more jobs rarely pay for themselves (docs/statistics.md)
@@ -36,18 +36,39 @@ def extra_repeats_path(results: str | Path, sweep: str) -> Path:
     return SweepPaths(results, sweep).extra_repeats
 
 
-def read_extra(path: str | Path) -> dict[str, int]:
-    """cell id -> repeats wanted; {} when the file does not exist."""
+FILE_KEYS = ("sweep", "repeats", "history")  # what write_extra writes
+
+
+def _fix(path: Path) -> str:
+    return f"fix it (graphsweep more-repeats writes it) or delete {path} to use the spec's repeats"
+
+
+def read_extra(path: str | Path, sweep: str | None = None) -> dict[str, int]:
+    """cell id -> repeats wanted; {} when the file does not exist; RepeatsError naming the file, key and value when
+    it is not what `graphsweep more-repeats` writes (never ignored: it decides which runs are submitted)."""
     path = Path(path)
     if not path.exists():
         return {}
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(read_text(path, _fix(path)))
+    except UnusableFile as exc:
+        raise RepeatsError(str(exc)) from None
     except yaml.YAMLError as exc:
-        raise RepeatsError(f"{path}: not valid YAML ({exc}); fix it or delete it to use the spec's repeats") from None
-    cells = raw.get("repeats", {}) if isinstance(raw, dict) else None
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise RepeatsError(f"{path}: not valid YAML ({where}{getattr(exc, 'problem', None) or exc}); "
+                           f"{_fix(path)}") from None
+    if not isinstance(raw, dict):
+        raise RepeatsError(f"{path}: holds {type(raw).__name__ if raw is not None else 'nothing'}, not the mapping "
+                           f"with key 'repeats' (cell id -> repeats) that more-repeats writes; {_fix(path)}")
+    unknown = sorted(str(k) for k in raw if k not in FILE_KEYS)
+    if unknown:
+        raise RepeatsError(f"{path}: unknown key '{unknown[0]}' (the keys are {', '.join(FILE_KEYS)}); {_fix(path)}")
+    if sweep is not None and raw.get("sweep", sweep) != sweep:
+        raise RepeatsError(f"{path}: key 'sweep' = {raw['sweep']!r}, but this is sweep {sweep!r}; {_fix(path)}")
+    cells = raw.get("repeats")
     if not isinstance(cells, dict):
-        raise RepeatsError(f"{path}: key 'repeats' must map cell ids to repeat counts; delete the file to start over")
+        raise RepeatsError(f"{path}: key 'repeats' = {cells!r}: must map cell ids to repeat counts; {_fix(path)}")
     out = {}
     for cell, n in cells.items():
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 100:
@@ -57,11 +78,23 @@ def read_extra(path: str | Path) -> dict[str, int]:
 
 
 def apply_extra(spec: Spec, results: str | Path) -> Spec:
-    """The spec with the repeats `graphsweep more-repeats` asked for (the workflow's view of the sweep)."""
+    """The spec with the repeats `graphsweep more-repeats` asked for (the workflow's view of the sweep).
+
+    A cell id the sweep does not have is refused (after an edit of the spec, or a file of another sweep): its
+    repeats would silently go nowhere."""
     if "source" in spec.raw:  # ingested logs: nothing is submitted, so more repeats cannot come from here
         return spec
-    extra = read_extra(extra_repeats_path(results, spec.name))
-    return spec.with_extra_repeats(extra) if extra else spec
+    path = extra_repeats_path(results, spec.name)
+    extra = read_extra(path, spec.name)
+    if not extra:
+        return spec
+    cells = {c.cell_id for c in spec.cells()}
+    strange = sorted(c for c in extra if c not in cells)
+    if strange:
+        shown = ", ".join(strange[:3]) + (f" and {len(strange) - 3} more" if len(strange) > 3 else "")
+        raise RepeatsError(f"{path}: key 'repeats' names cell(s) {shown} that sweep '{spec.name}' ({spec.path}) does "
+                           f"not have; remove them, or delete the file to use the spec's repeats")
+    return spec.with_extra_repeats(extra)
 
 
 def write_extra(path: Path, sweep: str, targets: Mapping[str, int], notes: Mapping[str, str]) -> dict[str, int]:
@@ -156,6 +189,16 @@ def run_cost(run: RunSpec, spent: Mapping[str, float]) -> float:
     return float(for_run(run).estimate(run))
 
 
+def require_adaptive(spec: Spec) -> None:
+    """More repeats are a second look: only for a sweep judged for two (`adaptive_repeats: true`)."""
+    if not spec.raw["adaptive_repeats"]:
+        raise RepeatsError(
+            f"{spec.path}: key 'adaptive_repeats' = false: the verdicts spent all of alpha 0.05 at the first look, so "
+            "a second look would raise the false-verdict rate; set adaptive_repeats: true (each look at 0.025), "
+            "rerun snakemake to re-judge, then run more-repeats"
+        )
+
+
 def plan_more_repeats(
     spec: Spec,
     comparison: Any,
@@ -170,12 +213,7 @@ def plan_more_repeats(
     Only for a sweep whose spec says `adaptive_repeats: true`: its verdicts spent half of alpha at the first look,
     the other half is for this one. A cell that had its second look gets no third (nothing is left to spend).
     """
-    if not spec.raw["adaptive_repeats"]:
-        raise RepeatsError(
-            f"{spec.path}: key 'adaptive_repeats' = false: the verdicts spent all of alpha 0.05 at the first look, so "
-            "a second look would raise the false-verdict rate; set adaptive_repeats: true (each look at 0.025), "
-            "rerun snakemake to re-judge, then run more-repeats"
-        )
+    require_adaptive(spec)
     margin = float(spec.raw["margin"] if margin is None else margin)
     cells = {c.cell_id: c for c in spec.cells()}
     med: dict[str, float] = {}

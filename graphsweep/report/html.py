@@ -157,7 +157,7 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
     else:
         aa_card = ('<div class="card aa"><div class="k">A/A false-positive rate</div><div class="v">—</div>'
                    '<div class="d">no A/A control cells were run (aa_control: true)</div></div>')  # fmt: skip
-    blocked_d = f"{cost.blocked_runs} preflight-blocked runs, estimated" if cost.blocked_runs else "no run was blocked"
+    blocked_d = f"{cost.blocked_runs} preflight-blocked runs, estimated" if cost.blocked_runs else "no run was blocked by preflight"
     if cost.blocked_unestimated:
         blocked_d += f"; {cost.blocked_unestimated} without estimate"
     cards = (

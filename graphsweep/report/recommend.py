@@ -152,7 +152,9 @@ def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
         return f"{names} ran out of memory{tail}"
     if verdict == BLOCKED:
         rules = sorted({str(c.get("rule_id")) for c in cells if fmt_value(c.get("rule_id"))})
-        return f"{names} blocked before running" + (f" (preflight `{'`, `'.join(rules)}`)" if rules else "")
+        if rules:  # preflight: no job ran; otherwise the job ran and its own check or Megatron refused it
+            return f"{names} blocked before running (preflight `{'`, `'.join(rules)}`)"
+        return f"{names} blocked when run (the training refused it: see the cell's reason)"
     if verdict == INVALID:
         diverged = [c for c in cells if c.get("paired_outcome") in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE)]
         what = "trains another model (its lm loss left eager's, or went NaN/Inf)" if len(diverged) == len(cells) \

@@ -3,10 +3,13 @@
 - `holder(paths)`, when the Snakefile is read: another live controller of this sweep, so a second `snakemake`
   stops with one line instead of Snakemake's IncompleteFilesException and its advice to `--rerun-incomplete`,
   which is wrong while the first controller is alive (it would rerun the runs that controller is waiting for);
+  a record that cannot be read refuses too (fail closed: it may be a live controller's), saying how to go on;
 - `hold(paths)` (Snakemake `onstart:`) records this process in results/{sweep}/.jobs/controller.json, and
   `release(paths)` (`onsuccess:` / `onerror:`) removes the record; a record whose process is gone counts for nothing;
-- `end_of_sweep(paths)` (`onsuccess:`): the verdict counts and the path of report.html;
-- `how_to_resume(name)` (`onerror:`, Ctrl-C included): the exact command that carries on.
+- `end_of_sweep(paths)` (`onsuccess:`, and when a rerun finds nothing to do): the verdict counts and the path of
+  report.html;
+- `how_to_resume(paths)` (`onerror:`, Ctrl-C included): the exact command that carries on, after the damaged file
+  a job failed on and what to do with it, when that is why it stopped.
 
 A process is named by host, pid and its start time (Linux /proc), so a pid reused after a reboot is not mistaken
 for the controller. `process_alive` also tells `graphsweep status` whether a local job's process still runs.
@@ -23,10 +26,11 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-import pandas as pd
 
 from graphsweep.judge.verdict import cell_counts
-from graphsweep.vocab import SweepPaths
+from graphsweep.store.readback import check_sweep
+from graphsweep.store.tables import read_table
+from graphsweep.vocab import SweepPaths, UnusableFile, read_json
 
 
 def _stat(pid: int) -> list[str]:
@@ -70,17 +74,23 @@ def this_process() -> dict[str, Any]:
     return {"pid": pid, "host": socket.gethostname(), "start": process_start(pid)}
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
+def _fix(paths: SweepPaths) -> str:
+    return (f"it may be the record of a controller running this sweep now: if no snakemake runs sweep "
+            f"'{paths.sweep}' (ps -ef | grep snakemake, on every host that shares this folder), delete it")
+
+
+def _read(paths: SweepPaths) -> dict[str, Any] | None:
+    """controller.json, None when there is none; UnusableFile when it cannot be read (never taken as free)."""
+    if not (paths.controller.exists() or paths.controller.is_symlink()):
         return None
-    return record if isinstance(record, dict) else None
+    return read_json(paths.controller, _fix(paths), required=("pid", "host"))
 
 
 def holder(paths: SweepPaths) -> str | None:
-    """One line naming another controller that holds this sweep, or None (free, ours, or its process is gone)."""
-    record = _read(paths.controller)
+    """One line naming another controller that holds this sweep, or None (free, ours, or its process is gone).
+
+    Fails closed: an unreadable record raises UnusableFile (with how to go on), it never counts as free."""
+    record = _read(paths)
     if not record or record.get("pid") == os.getpid() and record.get("host") == socket.gethostname():
         return None
     alive = process_alive(record.get("pid"), record.get("host"), record.get("start"))
@@ -104,7 +114,10 @@ def hold(paths: SweepPaths, argv: Sequence[str] | None = None) -> None:
 
 
 def release(paths: SweepPaths) -> None:
-    record = _read(paths.controller)
+    try:
+        record = _read(paths)
+    except UnusableFile:
+        return  # not ours to remove: holder() names it to the next controller
     if record and record.get("pid") == os.getpid() and record.get("host") == socket.gethostname():
         paths.controller.unlink(missing_ok=True)
         try:
@@ -115,24 +128,28 @@ def release(paths: SweepPaths) -> None:
 
 def verdict_counts(paths: SweepPaths) -> tuple[dict[str, int], int]:
     """(cells per verdict in report order, A/A control cells) of comparison.parquet, counted as the report counts
-    them (judge/verdict.py cell_counts); ({}, 0) when there is no comparison yet."""
-    try:
-        cmp = pd.read_parquet(paths.comparison, columns=["verdict", "variant"])
-    except (OSError, ValueError, KeyError):
+    them (judge/verdict.py cell_counts); ({}, 0) when there is no comparison yet, UnusableFile when it is damaged."""
+    if not paths.comparison.exists():
         return {}, 0
+    cmp = read_table(paths.comparison, "comparison")
     return cell_counts(list(cmp.verdict), list(cmp.variant))
 
 
-def end_of_sweep(paths: SweepPaths) -> str:
-    """What the sweep found, in two lines: the verdict counts and where the report is."""
-    counts, control = verdict_counts(paths)
+def end_of_sweep(paths: SweepPaths, already: bool = False) -> str:
+    """What the sweep found, in two lines: the verdict counts and where the report is. `already`: a rerun found
+    every run and table of the sweep up to date (Snakemake's "Nothing to be done")."""
+    try:
+        counts, control = verdict_counts(paths)
+    except UnusableFile as exc:
+        return f"graphsweep: sweep '{paths.sweep}' finished, but {exc}"
     if not counts and not control:
         return f"graphsweep: sweep '{paths.sweep}' finished; no comparison yet ({paths.comparison} is missing)"
     total = sum(counts.values())
     found = ", ".join(f"{n} {verdict}" for verdict, n in counts.items()) or "none"
     aa = f" (and {control} A/A control cell{'s' if control != 1 else ''})" if control else ""
     report = paths.report_html.resolve() if paths.report_html.exists() else paths.report_html
-    return f"graphsweep: sweep '{paths.sweep}' done: {total} cells: {found}{aa}\ngraphsweep: report: {report}"
+    done = "is complete, nothing to run" if already else "done"
+    return f"graphsweep: sweep '{paths.sweep}' {done}: {total} cells: {found}{aa}\ngraphsweep: report: {report}"
 
 
 def resume_command(argv: Sequence[str] | None = None, cwd: str | None = None) -> str:
@@ -149,6 +166,14 @@ def resume_command(argv: Sequence[str] | None = None, cwd: str | None = None) ->
     return f"cd {shlex.quote(cwd)} && {shlex.join(argv)}"
 
 
-def how_to_resume(paths: SweepPaths, argv: Sequence[str] | None = None, cwd: str | None = None) -> str:
+def how_to_resume(paths: SweepPaths, argv: Sequence[str] | None = None, cwd: str | None = None,
+                  run_ids: Sequence[str] = (), pairs: Sequence[str] = ()) -> str:
+    """The last line of a sweep that stopped early. When a file the jobs read is damaged (what a failed job met),
+    it names the file and its fix first: resuming before that would fail the same way."""
+    try:
+        check_sweep(paths, run_ids, pairs, full=True)
+    except UnusableFile as exc:
+        return (f"graphsweep: sweep '{paths.sweep}' stopped: {exc}; then carry on (finished runs are kept): "
+                f"{resume_command(argv, cwd)}")
     return (f"graphsweep: sweep '{paths.sweep}' stopped before its end (interrupted, or a job failed: see above); "
             f"finished runs are kept and a rerun submits only the rest: {resume_command(argv, cwd)}")  # fmt: skip

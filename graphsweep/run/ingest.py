@@ -25,10 +25,10 @@ from typing import Any, Mapping
 
 from graphsweep import logformat as lf
 from graphsweep import provenance
-from graphsweep.sweepspec.source import group_name, source_of
+from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name, source_of
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.archive import sha256_file
-from graphsweep.vocab import AA, CONTROL, EAGER
+from graphsweep.vocab import AA, CONTROL, EAGER, RunDir, write_json
 
 
 class IngestError(ValueError):
@@ -110,7 +110,12 @@ def match_files(spec: Spec) -> LogMap:
     ignored, excluded = [], []
     for path in sorted(p for p in src.folder.rglob("*") if p.is_file()):
         rel = path.relative_to(src.folder).as_posix()
-        m = src.pattern.fullmatch(rel)
+        try:
+            m = src.fullmatch(rel)
+        except TimeoutError:
+            raise IngestError(f"{spec.path}: source.pattern = {src.pattern.pattern!r} took more than "
+                              f"{MATCH_TIMEOUT_S:g} s on the file name {rel!r}: it backtracks without end (nested "
+                              "repeats such as (a+)+); write it without repeats inside repeats") from None
         if not m:
             ignored.append(rel)
             continue
@@ -185,23 +190,23 @@ def _set(d: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     d[path[-1]] = value
 
 
-def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str, str] | None = None,
+def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = None,
               seed: int | None = None) -> dict[str, Any]:
     """The run folder of an ingested run: log.txt (+ ranks/NNN.log for further files) and run.json (with the spec's
     source.seed, which the parser takes where the log states no seed)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if (run_dir / "ranks").is_dir():
-        shutil.rmtree(run_dir / "ranks")
-    shutil.copyfile(files[0], run_dir / "log.txt")
+    run.root.mkdir(parents=True, exist_ok=True)
+    if run.ranks.is_dir():
+        shutil.rmtree(run.ranks)
+    shutil.copyfile(files[0], run.log)
     for i, extra in enumerate(files[1:], start=1):
-        (run_dir / "ranks").mkdir(exist_ok=True)
-        shutil.copyfile(extra, run_dir / "ranks" / f"{i:03d}.log")
+        run.ranks.mkdir(exist_ok=True)
+        shutil.copyfile(extra, run.ranks / f"{i:03d}.log")
     stats = [f.stat() for f in files]
     prov: dict[str, Any] = {"source": "ingest"}
     for col, value in (facts or {}).items():
         _set(prov, provenance.COLUMNS[col], value)
     record = {
-        "run_id": run_id,
+        "run_id": run.run_id,
         "executor": "ingest",
         "job_id": None,
         "attempt": 1,
@@ -217,7 +222,5 @@ def write_run(run_id: str, files: list[Path], run_dir: Path, facts: Mapping[str,
         "provenance": prov,
         "seed": seed,
     }
-    tmp = run_dir / "run.json.tmp"
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(run_dir / "run.json")
+    write_json(run.run_json, record)
     return record

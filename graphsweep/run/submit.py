@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,7 +49,8 @@ from graphsweep.run.slurmstate import (
     latest_iteration,
     result_pickle,
 )
-from graphsweep.vocab import JOB_FAILURE, JOB_SIDE, RANKS_DIR, TORCHRUN_LOG_DIR_ENV, LaunchPlan
+from graphsweep.store.readback import read_job_side, read_run_config
+from graphsweep.vocab import JOB_FAILURE, JOB_SIDE, TORCHRUN_LOG_DIR_ENV, LaunchPlan, RunDir, UnusableFile, write_json
 
 
 def _slurm_defaults() -> dict[str, Any]:
@@ -219,10 +221,9 @@ def _failure_file(jobs_dir: Path) -> Path:
 
 
 def _read_side(jobs_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(_side_file(jobs_dir).read_text())
-    except (OSError, ValueError):
-        return None
+    """The in-flight job of a run, None when there is none. Fails closed: an unreadable side file is UnusableFile,
+    never "no job" (submitting again could run a second job of the run next to one still in the queue)."""
+    return read_job_side(jobs_dir)
 
 
 def _write_side(jobs_dir: Path, record: Mapping[str, Any], path: Path | None = None) -> None:
@@ -377,6 +378,30 @@ def _executor(folder: Path, plan: LaunchPlan, s: SubmitSettings, name: str) -> s
     return ex
 
 
+@contextlib.contextmanager
+def _children_write_to(path: Path) -> Iterator[None]:
+    """Processes started in here write their stdout and stderr to `path`, not to the controller's terminal.
+
+    submitit's local executor starts a controller process (python -m submitit.local._local) that inherits the
+    terminal; on Ctrl-C it printed a KeyboardInterrupt traceback under the controller's last line (the resume
+    command). Its output is kept next to the job's files instead."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            stream.flush()
+    saved = (os.dup(1), os.dup(2))
+    try:
+        with open(path, "ab") as out:
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
 def _wait_local(
     run_id: str, jobs_dir: Path, plan: LaunchPlan, s: SubmitSettings, attempt: int, say: Callable[[str], None]
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -388,7 +413,8 @@ def _wait_local(
     rank_dir = job_log.with_suffix(".ranks").resolve() if tees_rank_files(plan) else None
     if rank_dir is not None:
         env[TORCHRUN_LOG_DIR_ENV] = str(rank_dir)
-    job = ex.submit(job_main, list(plan.argv), env, str(job_log.resolve()))
+    with _children_write_to(jobs_dir / "submitit" / "controller.log"):
+        job = ex.submit(job_main, list(plan.argv), env, str(job_log.resolve()))
     side = {
         "cluster": s.cluster,
         "job_id": str(job.job_id),
@@ -461,7 +487,10 @@ def submit_and_wait(
         facts, side, state = wait(run_id, jobs_dir, plan, settings, attempt, say)
     except InfraFailure as exc:
         # Forget the job so the retry submits a fresh one; its log stays under jobs_dir/logs as evidence.
-        failed = _read_side(jobs_dir) or {}
+        try:
+            failed = _read_side(jobs_dir) or {}
+        except UnusableFile:
+            failed = {}
         _write_side(jobs_dir, {**failed, "state": exc.state, "message": str(exc), "failed_utc": utc_now(),
                                "attempt": attempt}, _failure_file(jobs_dir))  # fmt: skip
         _side_file(jobs_dir).unlink(missing_ok=True)
@@ -475,7 +504,7 @@ def submit_and_wait(
         log_path.write_text("[graphsweep] the job produced no training output\n")
     rank_dir = side.get("rank_log_dir")
     if rank_dir and Path(rank_dir).is_dir():  # this job's per-rank files replace an earlier attempt's
-        _link_tree(Path(rank_dir), log_path.parent / RANKS_DIR)
+        _link_tree(Path(rank_dir), RunDir(log_path.parent).ranks)
     record = {
         "run_id": run_id,
         "executor": settings.cluster,
@@ -499,16 +528,8 @@ def settings_from_spec(executor: Mapping[str, Any], overrides: Mapping[str, Any]
     return SubmitSettings(**{k: v for k, v in merged.items() if k in known})
 
 
-def write_json(path: Path, record: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    tmp.replace(path)
-
-
 def execute_run(
-    config_path: Path,
-    run_json: Path,
-    log_path: Path,
+    run: RunDir,
     jobs_dir: Path,
     attempt: int = 1,
     timeout_min: int | None = None,
@@ -516,8 +537,11 @@ def execute_run(
     slurm: Mapping[str, Any] | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """The run rule: submit (or reattach), wait, retry once on a known-transient signature, write run.json."""
-    cfg = yaml.safe_load(Path(config_path).read_text())
+    """The run rule: submit (or reattach), wait, retry once on a known-transient signature, write run.json.
+
+    Reads the run's config.yaml (validated) and writes its run.json and log.txt (the rule's declared files)."""
+    cfg = read_run_config(run)
+    run_json, log_path = run.run_json, run.log
     plan = LaunchPlan.from_dict(cfg["launch"])
     overrides: dict[str, Any] = {}
     if timeout_min:

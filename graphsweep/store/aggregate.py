@@ -1,4 +1,9 @@
-"""Gather the per-run files of a sweep into runs.parquet and iterations.parquet."""
+"""Gather the per-run files of a sweep into runs.parquet and iterations.parquet.
+
+Each run comes as its RunDir, built from the aggregate rule's declared inputs; every file is validated as it is
+read (a damaged one is UnusableFile: the file, what is wrong, how to go on), and nothing is written unless all of
+them are good.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,16 @@ import pandas as pd
 
 from graphsweep import provenance
 from graphsweep.store.tables import read_table, write_table
+from graphsweep.store.readback import read_run_info, read_run_iterations, read_summary
 from graphsweep.store.timeparts import time_columns
-from graphsweep.vocab import EAGER, PAIR, run_dir_logs
+from graphsweep.vocab import EAGER, PAIR, RunDir, UnusableFile
 
 
-def run_row(plan_row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def run_row(plan_row: dict[str, Any], run: RunDir) -> dict[str, Any]:
     """One runs.parquet row: the plan's facts, run.json (job facts) and summary.json (what the log says)."""
     row = dict(plan_row)
-    info = json.loads((run_dir / "run.json").read_text())
-    summary = json.loads((run_dir / "summary.json").read_text())
+    info = read_run_info(run)
+    summary = read_summary(run, pair=plan_row.get("arm") == PAIR)
     for key in ("executor", "job_id", "host", "start_utc", "end_utc", "wall_s", "exit_code", "state", "attempt",
                 "gpu_seconds", "slurm_nodelist"):  # fmt: skip
         row[key] = info.get(key)
@@ -26,19 +32,19 @@ def run_row(plan_row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     row["command"] = info.get("command") or plan_row.get("command")
     row["previous_attempts"] = json.dumps(info.get("previous_attempts", [])) if info.get("previous_attempts") else None
     # The job's provenance, with what the training process printed inside its container on top (versions).
-    prov = provenance.merge(info.get("provenance"), provenance.from_logs(run_dir_logs(run_dir)))
+    prov = provenance.merge(info.get("provenance"), provenance.from_logs(run.logs()))
     row["provenance"] = json.dumps(prov, sort_keys=True) if prov else None
     row.update(provenance.flatten(prov))
     for key, value in summary.items():
         row[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
-    row["log_path"] = str(run_dir / "log.txt")
+    row["log_path"] = str(run.log)
     return row
 
 
-def pair_rows(plan_row: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+def pair_rows(plan_row: dict[str, Any], run: RunDir) -> list[dict[str, Any]]:
     """A pair job (graphsweep/workloads/paired.py) gives two runs.parquet rows, one per arm: same job_id, `pair_id` = the job."""
-    job = run_row(plan_row, run_dir)
-    summary = json.loads((run_dir / "summary.json").read_text())
+    job = run_row(plan_row, run)
+    summary = read_summary(run, pair=True)
     rows = []
     for arm, facts in summary["arms"].items():
         row = {k: v for k, v in job.items() if k not in summary}  # the job's facts, not the job-level summary keys
@@ -53,19 +59,22 @@ def pair_rows(plan_row: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def aggregate(plan_path: Path, run_dirs: Sequence[Path], runs_out: Path, iterations_out: Path) -> pd.DataFrame:
+def aggregate(plan_path: Path, runs: Sequence[RunDir], runs_out: Path, iterations_out: Path) -> pd.DataFrame:
+    """runs.parquet and iterations.parquet from the plan and the runs' folders; written only when every file read."""
     plan = read_table(plan_path, "plan").set_index("run_id", drop=False)
     rows, frames = [], []
-    for run_dir in run_dirs:
-        run_id = run_dir.name
-        plan_row = plan.loc[run_id].to_dict()
-        new = pair_rows(plan_row, run_dir) if plan_row.get("arm") == PAIR else [run_row(plan_row, run_dir)]
-        it = pd.read_parquet(run_dir / "iterations.parquet")
-        rows += [{**row, **time_columns(row, it, run_dir)} for row in new]  # where its wall time went
+    for run in runs:
+        if run.run_id not in plan.index:
+            raise UnusableFile(plan_path, f"has no row for run {run.run_id}", "delete it: the next snakemake writes it "
+                               "again from the spec")
+        plan_row = plan.loc[run.run_id].to_dict()
+        new = pair_rows(plan_row, run) if plan_row.get("arm") == PAIR else [run_row(plan_row, run)]
+        it = read_run_iterations(run)
+        rows += [{**row, **time_columns(row, it, run.root)} for row in new]  # where its wall time went
         if len(it):
             frames.append(it)
-    runs = pd.DataFrame(rows)
-    write_table(runs, runs_out, "runs")
+    table = pd.DataFrame(rows)
     iterations = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    write_table(table, runs_out, "runs")
     write_table(iterations, iterations_out, "iterations")
-    return runs
+    return table

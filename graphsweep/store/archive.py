@@ -26,12 +26,14 @@ import yaml
 from graphsweep import __version__, resources
 from graphsweep.provenance import git_state
 from graphsweep.store.tables import SCHEMA_VERSION, table_info
+from graphsweep.vocab import RunDir, SweepPaths
 
 MANIFEST = "manifest.json"
 FORMAT = "graphsweep-archive"
 MANIFEST_VERSION = 1
-TABLES = ("plan.parquet", "runs.parquet", "iterations.parquet", "comparison.parquet")
-REQUIRED = (*TABLES, "report.md", "spec.yaml")
+SPEC = "spec.yaml"  # the spec as given, inside the archive
+TABLES = SweepPaths.TABLES
+REQUIRED = (*TABLES, SweepPaths.REPORT_MD, SPEC)
 SKIP_DIRS = {"archive", ".jobs"}  # earlier archives; submitit pickles (job plumbing, not results)
 SKIP_FILES = {"logs/archive.log"}  # the archive rule's own log is being written while it archives
 
@@ -60,7 +62,7 @@ def spec_hash(text: str) -> str:
 def is_log(rel: PurePosixPath) -> bool:
     """Logs: rule logs (logs/), run logs (runs/*/log.txt, runs/*/ranks/*); the 'logs' switch leaves these out."""
     parts = rel.parts
-    return parts[0] == "logs" or (parts[0] == "runs" and (rel.name == "log.txt" or "ranks" in parts[2:3]))
+    return parts[0] == "logs" or (parts[0] == "runs" and (rel.name == RunDir.LOG or RunDir.RANKS in parts[2:3]))
 
 
 def sweep_files(sweep_dir: Path, include_logs: bool = True) -> list[tuple[PurePosixPath, Path]]:
@@ -89,7 +91,7 @@ def _parquet_meta(path: Path) -> dict[str, Any]:
 def _analysis(sweep_dir: Path) -> dict[str, Any]:
     """margin / pairing as the comparison used them (comparison.parquet metadata)."""
     try:
-        return dict(table_info(sweep_dir / "comparison.parquet")["extra"] or {})
+        return dict(table_info(sweep_dir / SweepPaths.COMPARISON)["extra"] or {})
     except Exception:  # noqa: BLE001
         return {}
 
@@ -103,7 +105,7 @@ def build_manifest(sweep: str, stamp: str, files: list[tuple[PurePosixPath, Path
             e.update(_parquet_meta(path))
         entries.append(e)
     spec_bytes = spec_text.encode()
-    entries.append({"path": "spec.yaml", "sha256": sha256_bytes(spec_bytes), "bytes": len(spec_bytes)})
+    entries.append({"path": SPEC, "sha256": sha256_bytes(spec_bytes), "bytes": len(spec_bytes)})
     repo = resources.checkout()  # an installed graphsweep: no commit to record
     return {
         "format": FORMAT,
@@ -148,7 +150,7 @@ def make_archive(sweep_dir: str | Path, spec_path: str | Path, include_logs: boo
     try:
         with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
             _add_bytes(tar, f"{top}/{MANIFEST}", json.dumps(manifest, indent=1).encode() + b"\n", now.timestamp())
-            _add_bytes(tar, f"{top}/spec.yaml", spec_text.encode(), now.timestamp())
+            _add_bytes(tar, f"{top}/{SPEC}", spec_text.encode(), now.timestamp())
             for rel, path in files:
                 tar.add(path, arcname=f"{top}/{rel}", recursive=False)
         os.link(tmp, dest)  # fails if dest appeared meanwhile: never overwrite
@@ -210,7 +212,7 @@ def verify_archive(path: str | Path) -> Verification:
                 for block in iter(lambda: f.read(1 << 20), b"") if f else ():
                     h.update(block)
                     n += len(block)
-                    if rel in (MANIFEST, "spec.yaml"):
+                    if rel in (MANIFEST, SPEC):
                         kept[rel] = kept.get(rel, b"") + block
                 members[rel] = (n, h.hexdigest())
         except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
@@ -246,9 +248,9 @@ def verify_archive(path: str | Path) -> Verification:
     for rel in REQUIRED:
         if rel not in members:
             v.problems.append(f"{rel}: required file missing")
-    if "spec.yaml" in members:
+    if SPEC in members:
         try:
-            if spec_hash(kept.get("spec.yaml", b"").decode()) != (man.get("spec") or {}).get("hash"):
+            if spec_hash(kept.get(SPEC, b"").decode()) != (man.get("spec") or {}).get("hash"):
                 v.problems.append("spec.yaml: its hash differs from the manifest's spec hash")
         except (ValueError, yaml.YAMLError) as exc:
             v.problems.append(f"spec.yaml: not readable YAML: {exc}")

@@ -27,6 +27,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from graphsweep.store.archive import TABLES, ArchiveError, verify_archive
+from graphsweep.store.tables import read_table
+from graphsweep.vocab import SweepPaths, UnusableFile
 
 LIVE = "live"
 
@@ -42,8 +44,16 @@ def _write_atomic(data: bytes, dest: Path) -> None:
     tmp.replace(dest)
 
 
+def check_results(sweep_dir: Path) -> None:
+    """Every table of a results folder reads back (UnusableFile otherwise): a damaged one is never copied in."""
+    for name in TABLES:
+        if (sweep_dir / name).is_file():
+            read_table(sweep_dir / name, name.removesuffix(".parquet"))
+
+
 def add_results(out: Path, sweep_dir: Path) -> list[Path]:
     """Copy the tables of one results/{sweep}/ folder into the catalog's `live` partition of that sweep."""
+    check_results(sweep_dir)
     written = []
     for name in TABLES:
         src = sweep_dir / name
@@ -92,13 +102,28 @@ def add_archive(out: Path, archive: Path) -> list[Path]:
     return [*written, index]
 
 
+def sweep_dirs(root: Path) -> list[Path]:
+    """Every sweep folder under a results root, at any depth (results/default, results/examples/h200-builtin), by
+    its comparison.parquet; archives and job plumbing are not looked into."""
+    found = [p.parent for p in root.rglob(SweepPaths.COMPARISON)
+             if not ({"archive", ".jobs", "runs"} & set(p.relative_to(root).parts[:-1]))]
+    return sorted(found)
+
+
 def export(out: str | Path, results: Iterable[str | Path] = (), archives: Iterable[str | Path] = ()) -> list[Path]:
     """Catalog every sweep under each results root and every archive given."""
     out = Path(out)
     written: list[Path] = []
+    seen: dict[str, Path] = {}
     for root in map(Path, results):
-        for sweep_dir in sorted(p for p in root.iterdir() if p.is_dir() and (p / "comparison.parquet").is_file()):
-            written += add_results(out, sweep_dir)
+        for sweep_dir in sweep_dirs(root):
+            if sweep_dir.name in seen:  # the catalog's partitions are by sweep name
+                raise ArchiveError(f"{seen[sweep_dir.name]} and {sweep_dir} are both sweep '{sweep_dir.name}': "
+                                   "catalog them into separate catalogs (one --results root each)")
+            seen[sweep_dir.name] = sweep_dir
+            check_results(sweep_dir)  # all of them before the first file is written
+    for sweep_dir in seen.values():
+        written += add_results(out, sweep_dir)
     for archive in sorted(map(Path, archives)):
         written += add_archive(out, archive)
     return written
@@ -113,12 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     archives = list(args.archives)
     for root in args.results:  # the archives kept next to the results come along
-        archives += [str(a) for a in sorted(Path(root).glob("*/archive/*.tar.gz"))]
+        archives += [str(a) for a in sorted(Path(root).rglob("archive/*.tar.gz"))]
     try:
         files = export(args.out, args.results, archives)
-    except ArchiveError as exc:
-        print(f"graphsweep catalog: {exc}", file=sys.stderr)
-        return 1
+    except (ArchiveError, UnusableFile) as exc:
+        print(f"graphsweep catalog: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     print(f"{len(files)} files written to {args.out}")
     return 0
 

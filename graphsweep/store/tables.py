@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from graphsweep import __version__, provenance
+from graphsweep.vocab import UnusableFile
 
 # History (docs/tables.md): 1 = first release; 2 = runs gains the prov_* columns and prov_key, comparison gains
 # not_comparable_fields and the verdict `not-comparable`; 3 = comparison judges with a resolution floor and margin
@@ -67,8 +68,17 @@ KEY_COLUMNS = {
 META_KEYS = ("graphsweep.schema_version", "graphsweep.table", "graphsweep.version", "graphsweep.extra")
 
 
-class SchemaVersionError(RuntimeError):
-    pass
+class SchemaVersionError(UnusableFile):
+    """A table of a schema version or kind this graphsweep does not read."""
+
+
+# How to get each table back when its file is damaged (UnusableFile.fix): every one is made from files upstream
+REBUILD = {
+    "plan": "delete it: the next snakemake writes it again from the spec",
+    "runs": "delete it: the next snakemake gathers it again from the run folders (no job is submitted)",
+    "iterations": "delete it: the next snakemake gathers it again from the run folders (no job is submitted)",
+    "comparison": "delete it: the next snakemake judges the cells again from runs.parquet (no job is submitted)",
+}
 
 
 def _runs_v1_to_v2(df: pd.DataFrame) -> pd.DataFrame:
@@ -113,16 +123,33 @@ UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
 }
 
 
-def table_info(path: str | Path) -> dict[str, Any]:
-    """The graphsweep metadata of a Parquet file: schema_version (0 if none), table, version, extra."""
-    meta = pq.read_schema(path).metadata or {}
+def _arrow_problem(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"not a readable Parquet file ({first})"
+
+
+def table_info(path: str | Path, fix: str = "") -> dict[str, Any]:
+    """The graphsweep metadata of a Parquet file: schema_version (0 if none), table, version, extra.
+
+    UnusableFile when the file is missing, not Parquet (garbage, truncated, empty) or its metadata is not graphsweep's."""
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except FileNotFoundError:
+        raise UnusableFile(path, "missing", fix) from None
+    except IsADirectoryError:
+        raise UnusableFile(path, "is a folder, not a Parquet file", fix) from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise UnusableFile(path, _arrow_problem(exc), fix) from None
     extra = meta.get(b"graphsweep.extra")
-    return {
-        "schema_version": int(meta.get(b"graphsweep.schema_version", b"0")),
-        "table": meta.get(b"graphsweep.table", b"").decode() or None,
-        "graphsweep_version": meta.get(b"graphsweep.version", b"").decode() or None,
-        "extra": json.loads(extra) if extra else None,
-    }
+    try:
+        return {
+            "schema_version": int(meta.get(b"graphsweep.schema_version", b"0")),
+            "table": meta.get(b"graphsweep.table", b"").decode() or None,
+            "graphsweep_version": meta.get(b"graphsweep.version", b"").decode() or None,
+            "extra": json.loads(extra) if extra else None,
+        }
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UnusableFile(path, f"its graphsweep metadata is damaged ({exc})", fix) from None
 
 
 def write_table(df: pd.DataFrame, path: str | Path, table: str, extra: dict[str, Any] | None = None) -> None:
@@ -142,36 +169,38 @@ def write_table(df: pd.DataFrame, path: str | Path, table: str, extra: dict[str,
     tmp.replace(path)
 
 
-def read_table(path: str | Path, table: str | None = None, upgrade: bool = True) -> pd.DataFrame:
+def read_table(path: str | Path, table: str | None = None, upgrade: bool = True, fix: str | None = None) -> pd.DataFrame:
     """Read a graphsweep Parquet file as the current schema version.
 
     Older versions are upgraded in memory (UPGRADES); a file without graphsweep metadata (version 0) is read when it
-    has the table's key columns; anything else is refused with a message that says what to do.
+    has the table's key columns; anything else (not Parquet, another table, key columns missing) is UnusableFile with a
+    message that names the file, what is wrong and what to do (`fix`, by default how the workflow rebuilds that table).
     """
-    info = table_info(path)
+    fix = REBUILD.get(table or "", "") if fix is None else fix
+    info = table_info(path, fix)
     version, kind = info["schema_version"], info["table"] or ""
     if version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{path}: written with table schema version {version}, this graphsweep reads up to {SCHEMA_VERSION}; "
-            "upgrade graphsweep (pip install -U graphsweep) to read it"
-        )
+        raise SchemaVersionError(path, f"written with table schema version {version}, this graphsweep reads up to "
+                                 f"{SCHEMA_VERSION}", "upgrade graphsweep (pip install -U graphsweep) to read it")
     if table and kind and kind != table:
-        raise SchemaVersionError(f"{path}: holds the '{kind}' table, expected '{table}'")
-    df = pd.read_parquet(path)
+        raise SchemaVersionError(path, f"holds the '{kind}' table, expected '{table}'", fix)
+    try:
+        df = pd.read_parquet(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise UnusableFile(path, _arrow_problem(exc), fix) from None
     kind = kind or table or ""
+    if version == 0 and kind not in KEY_COLUMNS:
+        raise SchemaVersionError(path, "no graphsweep metadata (schema version 0) and no table name to check it "
+                                 f"against", f"call read_table(path, table=...) with one of {', '.join(KEY_COLUMNS)}")
+    missing = [c for c in KEY_COLUMNS.get(kind, []) if c not in df.columns]
+    if missing and version == 0:
+        raise SchemaVersionError(
+            path, f"no graphsweep metadata (schema version 0) and the '{kind}' columns {', '.join(missing)} are "
+            f"missing, so it is not a graphsweep {kind} table", "rebuild it from the run folders (snakemake --forcerun "
+            "aggregate compare) or, for logs from elsewhere, with an ingest spec (docs/tables.md)")
+    if missing and len(df):  # an empty table (a run without iteration lines) may lack them
+        raise UnusableFile(path, f"the '{kind}' table lacks its column(s) {', '.join(missing)}", fix)
     if version == 0:
-        if kind not in KEY_COLUMNS:
-            raise SchemaVersionError(
-                f"{path}: no graphsweep metadata (schema version 0) and no table name to check it against; "
-                f"call read_table(path, table=...) with one of {', '.join(KEY_COLUMNS)}"
-            )
-        missing = [c for c in KEY_COLUMNS[kind] if c not in df.columns]
-        if missing:
-            raise SchemaVersionError(
-                f"{path}: no graphsweep metadata (schema version 0) and the '{kind}' columns {', '.join(missing)} are "
-                f"missing, so it is not a graphsweep {kind} table; rebuild it from the run folders "
-                f"(snakemake --forcerun aggregate compare) or, for logs from elsewhere, with an ingest spec (docs/tables.md)"
-            )
         version = 1
     if upgrade:
         for v in range(version, SCHEMA_VERSION):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from graphsweep import logformat as lf
-from graphsweep.vocab import SweepPaths
+from graphsweep.store.readback import read_run_info, read_run_iterations, read_summary
+from graphsweep.vocab import RunDir
 
 STAMP_S = 1.0  # the lines' stamps (Bridge), start_utc and end_utc are truncated to whole seconds
 UNTIMED_MIN_S = 2 * STAMP_S  # what the two splits may differ by from their stamps alone
@@ -212,13 +212,12 @@ def time_columns(run: Mapping[str, Any], iterations: pd.DataFrame, run_dir: Path
 def folder_parts(run_dir: Path) -> dict[str, TimeParts]:
     """Each run of one parsed run folder (a pair job: both arms) and where its wall time went, from the folder's
     run.json, summary.json and iterations.parquet alone (no plan: benchmarks/pipeline_overhead.py)."""
-    paths, run_id = SweepPaths(run_dir.parents[2], run_dir.parents[1].name), run_dir.name  # results/{sweep}/runs/{id}
-    info = json.loads(paths.run_json(run_id).read_text())
-    summary = json.loads(paths.run_summary(run_id).read_text())
-    it_path = paths.run_iterations(run_id)
-    iterations = pd.read_parquet(it_path) if it_path.exists() else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    summary = read_summary(run)
+    iterations = read_run_iterations(run) if run.iterations.exists() else pd.DataFrame({"run_id": pd.Series(dtype=str)})
     if "arms" in summary:  # graphsweep/parse/run_dir.py parse_pair_dir
-        runs = [{**info, **arm, "pair_id": run_id} for arm in summary["arms"].values()]
+        runs = [{**info, **arm, "pair_id": run.run_id} for arm in summary["arms"].values()]
     else:
-        runs = [{**info, **summary, "run_id": run_id}]
+        runs = [{**info, **summary, "run_id": run.run_id}]
     return {r["run_id"]: time_parts(r, iterations, run_dir) for r in runs}

@@ -5,6 +5,7 @@ Every problem is a SpecError that names the file, the key and the value (graphsw
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ import jsonschema
 import yaml
 
 from graphsweep import resources
+from graphsweep.parse.window import MIN_STEADY
 from graphsweep.sweepspec.source import check_source
 from graphsweep.sweepspec.sweep import Spec, parse_variant
 from graphsweep.vocab import RESERVED_VARIANT_NAMES, SpecError
@@ -101,6 +103,35 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return " ".join(str(exc).split())
 
 
+MAX_YAML_VALUES = 1_000_000  # a spec with 10,000-value axes has ~10^4; an alias bomb has 10^9 and more
+
+
+def _expanded_values(root: yaml.Node | None) -> int:
+    """How many values the YAML holds once every *alias is expanded, counted on the node graph (each node once, so
+    a billion-laughs spec is counted in microseconds instead of being built and walked for minutes). A node that
+    contains itself is left to _find_cycle, which names its key."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in on_path:
+            return 1
+        on_path.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            n = 1 + sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(size(v) for v in node.value)
+        else:
+            n = 1
+        on_path.discard(id(node))
+        sizes[id(node)] = min(n, 10 * MAX_YAML_VALUES)  # enough to refuse; keeps the numbers small
+        return sizes[id(node)]
+
+    return size(root) if root is not None else 0
+
+
 def _find_cycle(value: Any, key: str = "", parents: tuple[int, ...] = ()) -> str | None:
     """The key of a YAML alias that contains itself (`a: &x [*x]`), or None: such a value never ends."""
     if not isinstance(value, (dict, list)):
@@ -128,9 +159,16 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(path, "(file)", str(path), f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
                         f"{exc.start}): a sweep spec is a YAML text file") from None  # fmt: skip
     try:
+        # the node graph first: its expanded size is known before anything is built from it
+        expanded = _expanded_values(yaml.compose(text, Loader=_UniqueKeyLoader))  # noqa: S506 - a SafeLoader
+        if expanded > MAX_YAML_VALUES:
+            raise SpecError(path, "(file)", str(path), f"its &anchors and *aliases expand to more than "
+                            f"{MAX_YAML_VALUES:,} values (an alias bomb?): a sweep spec is refused before it is built")
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         raise SpecError(path, "(file)", str(path), f"not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise SpecError(path, "(file)", str(path), "nested too deeply to be a sweep spec") from None
     cycle = _find_cycle(raw)
     if cycle:
         raise SpecError(path, cycle, "(a YAML alias that contains itself)",
@@ -174,16 +212,51 @@ def _check_distinct(path: str | Path, key: str, values: list[Any]) -> None:
         seen[same] = value
 
 
+def _kind(value: Any) -> str:
+    """What a YAML scalar is, as a user reads it: 128 and 128.0 are numbers, '128' is text."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
+def _check_axis_value(path: str | Path, key: str, axis: str, value: Any, values: list[Any], what: str,
+                      on_axis: bool = False) -> None:
+    """An exclude/include value must be one the axis can hold: of its type ('128' is not 128) and, for an exclude,
+    one of its values (an exclude that matches nothing drops nothing, and the cells it meant to drop run)."""
+    kinds = {_kind(v) for v in values}
+    if _kind(value) not in kinds:
+        hint = f" (write {value} without quotes)" if isinstance(value, str) and _looks_numeric(value) else ""
+        raise SpecError(path, key, value, f"is {_kind(value)} but axis '{axis}' holds {' and '.join(sorted(kinds))}"
+                        f"{hint}: {what}")
+    if on_axis and not any(_same_as(value) == _same_as(v) for v in values):
+        raise SpecError(path, key, value, f"is not a value of axis '{axis}' ({', '.join(map(str, values))}): {what}")
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
     axes, fixed = raw["axes"], raw.get("fixed", {})
     for key in axes:
         if key in fixed:
             raise SpecError(path, f"fixed.{key}", fixed[key], f"'{key}' is also an axis; give it in one place only")
         _check_distinct(path, f"axes.{key}", axes[key])
+    if raw["iterations"] < MIN_STEADY:
+        raise SpecError(path, "iterations", raw["iterations"], f"a run needs at least {MIN_STEADY} measured iterations "
+                        "for a steady window (graphsweep/parse/window.py MIN_STEADY); with fewer no cell can get a "
+                        f"verdict: give iterations >= {MIN_STEADY}")
     for i, ex in enumerate(raw.get("exclude", [])):
         for key in ex:
             if key not in axes:
                 raise SpecError(path, f"exclude.{i}.{key}", ex[key], f"not an axis; axes are {', '.join(axes)}")
+            _check_axis_value(path, f"exclude.{i}.{key}", key, ex[key], axes[key], "this exclude excludes nothing")
     for i, item in enumerate(raw.get("include", [])):
         missing = [k for k in axes if k not in item]
         if missing:
@@ -191,6 +264,9 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
         for key in item:
             if key in fixed:
                 raise SpecError(path, f"include.{i}.{key}", item[key], f"'{key}' is fixed; make it an axis to vary it")
+            if key in axes:
+                _check_axis_value(path, f"include.{i}.{key}", key, item[key], axes[key],
+                                  "the included shape would be another setting than the axis means")
     seen: dict[tuple[str, tuple[str, ...]], int] = {}
     names: dict[str, int] = {}
     for i, v in enumerate(raw["variants"]):
@@ -206,5 +282,45 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
     if raw.get("source"):
         check_source(raw, path)
     spec = Spec(str(path), raw)
-    if not spec.shapes():
+    shapes = spec.shapes()
+    if not shapes:
         raise SpecError(path, "exclude", raw.get("exclude"), "every shape is excluded; nothing would run")
+    crossed = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    dropped: dict[int, int] = {}  # shape index -> the exclude that drops it first
+    for i, ex in enumerate(raw.get("exclude", [])):
+        for key in ex:  # after the workload's checks: a value it refuses is named by them first
+            _check_axis_value(path, f"exclude.{i}.{key}", key, ex[key], axes[key], "this exclude excludes nothing",
+                              on_axis=True)
+        hits = [j for j, s in enumerate(crossed) if all(_same_as(s.get(k)) == _same_as(v) for k, v in ex.items())]
+        if not hits:
+            raise SpecError(path, f"exclude.{i}", ex, "matches no shape of the axes' cross product: it excludes nothing")
+        if all(j in dropped for j in hits):
+            raise SpecError(path, f"exclude.{i}", ex, f"excludes nothing that exclude.{dropped[hits[0]]} does not "
+                            "already exclude: drop it")
+        for j in hits:
+            dropped.setdefault(j, i)
+    kept = [s for s in crossed if not any(all(s.get(k) == v for k, v in ex.items()) for ex in raw.get("exclude", []))]
+    for i, item in enumerate(raw.get("include", [])):
+        if dict(item) in kept:
+            raise SpecError(path, f"include.{i}", item, "is already a shape of the axes (and not excluded): it includes "
+                            "nothing; give it a setting of its own or drop it")
+    runs = planned_run_count(raw, len(shapes))
+    if runs > raw["max_runs"]:
+        raise SpecError(path, "axes", {k: f"{len(v)} values" for k, v in axes.items()},
+                        f"{len(shapes)} shapes give {runs} runs, more than max_runs ({raw['max_runs']}): Snakemake "
+                        f"keeps every job of a sweep in the login node's memory ({SNAKEMAKE_COST}); split the sweep "
+                        "into several specs, drop axis values, variants or repeats, or raise max_runs")
+
+
+# What one planned run costs Snakemake (benchmarks/plan_size.py: `snakemake -n` of the builtin workload), quoted when
+# a sweep is refused for its size; the schema's max_runs default stays below where it fell over.
+SNAKEMAKE_COST = ("about 70 KB a run: 20,000 runs took 1.4 GB and 3.6 min to plan, 100,000 died of MemoryError at "
+                  "5.5 GB")
+
+
+def planned_run_count(raw: Mapping[str, Any], n_shapes: int) -> int:
+    """The runs a spec plans, counted without planning them (so a huge sweep is refused in milliseconds)."""
+    cells = len(raw["variants"]) + (1 if raw.get("aa_control") else 0)
+    if raw.get("pairing"):
+        return n_shapes * cells * int(raw["repeats"])
+    return n_shapes * (cells + 1) * int(raw["repeats"])

@@ -10,18 +10,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+import regex
+
 from graphsweep import provenance
 from graphsweep.vocab import EAGER, SpecError
 
 RESERVED_GROUPS = {"variant", "repeat", "part"}
+# A user's pattern is matched with the `regex` module (Python's own syntax) under a time limit per file name: a
+# backtracking pattern such as (a+)+$ on a long name fails in this time with a line, instead of hanging the sweep.
+MATCH_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
 class Source:
     folder: Path
-    pattern: re.Pattern[str]
+    pattern: "regex.Pattern[str]"
     eager: str = EAGER
     seed: int | None = None  # the training seed of the logs that print none (loss parity compares runs of one seed)
+
+    def fullmatch(self, name: str) -> "regex.Match[str] | None":
+        """source.pattern against one relative path; TimeoutError past MATCH_TIMEOUT_S."""
+        return self.pattern.fullmatch(name, timeout=MATCH_TIMEOUT_S)
 
 
 def _folder(raw: Mapping[str, Any], spec_path: str | Path) -> Path:
@@ -42,8 +51,8 @@ def check_source(raw: Mapping[str, Any], path: str | Path) -> None:
     """Spec-time checks of the source block (spec.validate_spec calls this): the pattern and its groups."""
     src = raw["source"]
     try:
-        pattern = re.compile(src["pattern"])
-    except re.error as exc:
+        pattern = regex.compile(src["pattern"])
+    except regex.error as exc:
         raise SpecError(path, "source.pattern", src["pattern"], f"not a valid regular expression: {exc}") from None
     groups = set(pattern.groupindex)
     if "variant" not in groups:
@@ -68,4 +77,4 @@ def source_of(raw: Mapping[str, Any], spec_path: str | Path) -> Source | None:
     src = raw.get("source")
     if not src:
         return None
-    return Source(_folder(raw, spec_path), re.compile(src["pattern"]), str(src.get("eager", EAGER)), src.get("seed"))
+    return Source(_folder(raw, spec_path), regex.compile(src["pattern"]), str(src.get("eager", EAGER)), src.get("seed"))

@@ -32,3 +32,6 @@ class Workload(Protocol):
 
     def estimate(self, run: RunSpec) -> float:
         """GPU-seconds the run asks for (the dry run's cost; blocked runs report it as saved)."""
+
+    # Optional: `needs_cuda(run) -> bool`, whether the run cannot run without a CUDA device. A local executor on a
+    # machine without one blocks such runs at plan time (plan/planner.py) instead of starting jobs that only say so.

@@ -65,3 +65,7 @@ class Paired:
 
     def estimate(self, run: RunSpec) -> float:
         return sum(2 * self.inner.estimate(arm) for arm in run.pair_arms())  # four segments: each arm twice
+
+    def needs_cuda(self, run: RunSpec) -> bool:
+        needs = getattr(self.inner, "needs_cuda", None)
+        return needs is not None and any(needs(arm) for arm in run.pair_arms())
