@@ -181,7 +181,10 @@ class Sweep:
         row = {c: None for c in COMPARISON_COLUMNS}
         timed = verdict.get("speedup") is not None
         defaults = dict(thin=False, resolution_limited=False, design="unpaired" if timed else "",
-                        eager_spread="observed" if timed else None, graph_spread="observed" if timed else None)
+                        eager_spread="observed" if timed else None, graph_spread="observed" if timed else None,
+                        # a timed cell's graph runs follow eager's loss unless the case says otherwise
+                        loss_parity="ok" if timed else None, loss_checked=len(graph) if timed else None,
+                        loss_departed=0 if timed else None, loss_tolerance=0.005 if timed else None)
         row.update(sweep=SWEEP, cell_id=cell, shape_id=sid, variant=variant, impl=impl, scope=scope, **shape,
                    eager_run_ids=eager_ids, graph_run_ids=ids, eager_run_id=eager_ids[0], graph_run_id=ids[0],
                    margin=0.02, alpha=0.05, control=arm == "control", **{**defaults, **verdict})  # fmt: skip

@@ -52,7 +52,7 @@ def test_markdown_counts_costs_and_caveats(reports: tuple[str, str, Path]) -> No
     assert "8 cells (**2** speedup, **1** slowdown, **2** inconclusive, **1** blocked, **1** oom, **1** baseline-failed)" in md
     assert "**GPU-hours**:" in md and "avoided by 3 preflight-blocked runs" in md and "avoided by shared eager baselines" in md
     assert "1 timed cell(s) had fewer than 3 jobs in an arm: for that arm the interval assumes a job-to-job spread" in md
-    assert "Benjamini–Hochberg across the 5 timed cells" in md  # cells with a q-value; the A/A control is excluded
+    assert "the sweep's 5 timed cells (A/A controls excluded) are one family" in md  # cells with a q-value
     assert "1 ± 0.02" in md
     assert "0 of 1 judged control cells flagged" in md
 

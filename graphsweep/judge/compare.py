@@ -54,15 +54,19 @@ def _pair_arms(runs: pd.DataFrame, jobs: pd.DataFrame) -> tuple[pd.DataFrame, pd
     return mine[mine.arm == EAGER], mine[mine.arm != EAGER]
 
 
-def _losses(by_run: dict[str, pd.DataFrame], run: pd.Series) -> dict[int, float]:
-    """iteration -> lm loss of a run; a pair arm's first segment, numbered within it (both arms start there)."""
+def _losses(by_run: dict[str, pd.DataFrame], run: pd.Series, nan_seen: bool = False) -> dict[int, float]:
+    """iteration -> lm loss of a run; a pair arm's first segment, numbered within it (both arms start there).
+
+    A missing loss reads NaN in iterations.parquet (Bridge prints none for a NaN loss): it counts as one only where the
+    run printed a loss elsewhere, or the parser saw the NaN (`nan_seen`); a run that never printed one has no loss."""
     it = by_run.get(run.run_id)
     if it is None or "loss" not in it.columns:
         return {}
     if "segment" in it.columns and "segment_iteration" in it.columns and it.segment.notna().any():
         first = it.segment.dropna().iloc[0]
         it = it[it.segment == first].assign(iteration=lambda d: d.segment_iteration)
-    return {int(i): float(x) for i, x in zip(it.iteration, it.loss) if pd.notna(i)}
+    loss = {int(i): float(x) for i, x in zip(it.iteration, it.loss) if pd.notna(i)}
+    return loss if nan_seen or any(x == x for x in loss.values()) else {}
 
 
 def _gpu_names(*arms: pd.DataFrame) -> str | None:
@@ -121,7 +125,7 @@ def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping
                 reason=str(r.get("reason") or ""),
                 error_class=None if pd.isna(r.get("error_class")) else r.get("error_class"),
                 seed=None if seed is None else int(seed),
-                loss=_losses(by_run, r),
+                loss=_losses(by_run, r, nan_seen=r.get("error_class") == "nan"),
                 steady_reason=str(r.get("steady_reason") or ""),
                 gpu_busy_ms=_number(r, "gpu_busy_ms"),
             )

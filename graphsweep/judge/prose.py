@@ -125,20 +125,21 @@ def parity(row: Mapping[str, Any]) -> str:
     state = _get(row, "loss_parity")
     if state is None:
         return ""
-    it, g, e, run = _get(row, "loss_iteration"), _get(row, "loss_graph"), _get(row, "loss_eager"), _get(row, "loss_run_id")
+    it, run = _get(row, "loss_iteration"), _get(row, "loss_run_id")
+    g, e = _num(_get(row, "loss_graph"), ".6f"), _num(_get(row, "loss_eager"), ".6f")
     departed, checked = _get(row, "loss_departed") or 0, _get(row, "loss_checked") or 0
-    tol, level = _get(row, "loss_tolerance"), _get(row, "loss_level")
+    tol, level = _get(row, "loss_tolerance"), _num(_get(row, "loss_level"), ".1e")
     control = bool(_get(row, "control"))
     arm = "A/A control" if control else GRAPH
     bound = (f"tolerance {tol:.1e} = max({lp.LOSS_FLOOR:g}, {lp.SPREAD_FACTOR:g} x the eager runs' own "
              f"{_get(row, 'loss_spread') or 0:.1e})") if tol is not None else ""
     if state == lp.NONFINITE:
-        return (f"{arm} run {run} has lm loss {g} at iteration {it} where eager has {e:.6f}: a NaN/Inf loss is another "
+        return (f"{arm} run {run} has lm loss {g} at iteration {it} where eager has {e}: a NaN/Inf loss is another "
                 "model, never a lost run (a full-iteration graph runs with Megatron's NaN check off, so this is the "
                 "only check that sees it)")
     if state in (lp.DIVERGED, lp.RUN_DRIFT):
         head = (f"{departed} of {checked} {arm} runs left eager's lm loss (first from iteration {it}: run {run}, "
-                f"{g:.6f} vs {e:.6f}; its persistent departure {level:.1e} > {bound})")
+                f"{g} vs {e}; its persistent departure {level} > {bound or 'its tolerance'})")
         if state == lp.RUN_DRIFT:
             return (f"{head}: one drifting run among {checked}, within {lp.DRIFT_LEVEL:g} tolerances, is allowed as "
                     "run-to-run non-determinism or an intermittent fault (the verdict stands; no recommendation; "
@@ -155,6 +156,11 @@ def parity(row: Mapping[str, Any]) -> str:
     close = _get(row, "loss_worst_excess")
     return (f"losses agree: {checked} of {checked} {arm} runs follow eager's lm loss"
             + (f" (closest: {close:.2f} of the tolerance, run {run})" if close is not None else ""))
+
+
+def _num(x: Any, spec: str) -> str:
+    """A number as `spec`, or '?' for a field a row does not have (never 'None' or 'nan' in a sentence)."""
+    return "?" if x is None else (str(x) if isinstance(x, float) and not math.isfinite(x) else format(x, spec))
 
 
 def launch(row: Mapping[str, Any]) -> str:

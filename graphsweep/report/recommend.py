@@ -48,8 +48,8 @@ class Recommendation:
         for c in self.cells:
             hi = c.get("ci_high")  # an open interval (ci_high inf) reaches every speedup
             hi = math.inf if isinstance(hi, float) and math.isinf(hi) and hi > 0 else as_number(hi)
-            if c.cell_id != self.choice.cell_id and c.verdict in (SPEEDUP, INCONCLUSIVE) and lo is not None \
-                    and hi is not None and hi >= lo:
+            eligible = c.verdict == INCONCLUSIVE or (c.verdict == SPEEDUP and c.get("loss_parity") == lp.PARITY_OK)
+            if c.cell_id != self.choice.cell_id and eligible and lo is not None and hi is not None and hi >= lo:
                 out.append(c)
         return out
 
@@ -114,6 +114,11 @@ def _speedups(cells: list[pd.Series]) -> str:
     return ", ".join(f"{c.variant} {fmt_speedup(c)}" for c in cells)
 
 
+def _int(x: object) -> str:
+    n = as_number(x)
+    return "?" if n is None else str(int(n))
+
+
 DRIFTED = "speedup, parity not ok"  # a group of Recommendations: faster, but not with the eager model's loss
 
 
@@ -136,8 +141,10 @@ def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
     names = _names(cells)
     if verdict == DRIFTED:
         return ("faster, but not recommended: " + "; ".join(
-            f"{c.variant} {fmt_speedup(c)}: {c.get('loss_departed')} of {c.get('loss_checked')} graph runs left "
-            f"eager's lm loss (run {c.get('loss_run_id')} from iteration {c.get('loss_iteration')})" for c in cells))
+            f"{c.variant} {fmt_speedup(c)}: {_int(c.get('loss_departed'))} of {_int(c.get('loss_checked'))} graph runs "
+            f"left eager's lm loss (run {c.get('loss_run_id')} from iteration {_int(c.get('loss_iteration'))})"
+            if c.get("loss_parity") == lp.RUN_DRIFT else f"{c.variant} {fmt_speedup(c)}: {prose.parity(c)}"
+            for c in cells))
     if verdict == UNVERIFIED:
         return f"{names} faster but unverified (loss parity could not be checked): {_speedups(cells)}"
     if verdict == SLOWDOWN:
@@ -206,7 +213,8 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
                        f"{as_number(ch.get('loss_spread')) or 0:.0%} among themselves (docs/statistics.md \"Loss "
                        "parity\"); check the graph's numerics on a reproducible run before relying on them")
     elif not rec.baseline_failed and rec.cells:
-        out.append("no variant is decided faster with the eager model's loss")
+        unproven = any(c.verdict == SPEEDUP for c in rec.cells)  # faster, but a graph run left eager's loss
+        out.append("no variant is decided faster" + (" with the eager model's loss" if unproven else ""))
     if launch := launch_line(rec):
         out.insert(0, launch)
     groups: dict[str, list[pd.Series]] = {}
@@ -237,7 +245,8 @@ def paste_words(rec: Recommendation) -> tuple[str, str]:
 
 # --------------------------------------------------------------------------------------------------
 # The section in both reports
-NO_COMMAND = "the plan's commands do not show how this variant differs from eager: see its runs' config.yaml"
+NO_COMMAND = ("the plan does not record this variant's overrides (planned before graphsweep recorded them): see its "
+              "runs' config.yaml, or write the plan again (snakemake --forcerun plan --rerun-triggers mtime)")
 
 
 def _shape_name(rec: Recommendation, t: SweepTables) -> str:

@@ -222,7 +222,7 @@ def caveats(t: SweepTables, s: Summary) -> list[str]:
             f"cell(s) train the same model as eager{worst}; {bad} left it (invalid){drifted}"
             f"{f'; {unchecked} unchecked (a speedup there reads unverified)' if unchecked else ''}. A run leaves "
             f"when the median of its relative difference from some iteration on (at least {lp.MIN_TAIL} iterations) "
-            f"exceeds max({lp.LOSS_FLOOR:g}, {lp.SPREAD_FACTOR:g} x the eager runs' own); a NaN/Inf loss always "
+            f"exceeds max({lp.LOSS_FLOOR:g}, {lp.SPREAD_FACTOR:g} x the eager runs' own); a non-finite loss always "
             "does. Parity cannot tell a graph apart from the model's own non-determinism below that tolerance."
             + (f" Here the model's own spread widens it: {s.wide_parity}." if s.wide_parity else "")
         )
