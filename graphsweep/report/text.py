@@ -186,14 +186,17 @@ def caveats(t: SweepTables, s: Summary) -> list[str]:
             "Megatron's elapsed time): a difference smaller than the rounding cannot be decided by more repeats."
         )
     if s.bh_m:
-        gated = (f" {len(s.gated)} cell(s) whose own interval excluded the band did not pass it and read "
+        gated = (f" {len(s.gated)} cell(s) whose own interval excluded the band did not pass this check and read "
                  "inconclusive." if s.gated else "")
         out.append(
             f"Many variants, one baseline: every variant of a shape is compared with the same eager runs, so the "
             f"sweep's {s.bh_m} timed cells (A/A controls excluded) are one family. A speedup or slowdown is decided "
-            f"only when its Benjamini–Hochberg q is below {1 - t.confidence:g} as well as its own interval: when no "
-            f"variant has an effect, the chance that this sweep prints any false speedup or slowdown is at most "
-            f"{1 - t.confidence:g} (docs/statistics.md measures it on real jobs).{gated}"
+            f"only when its Benjamini–Hochberg q is below {1 - t.confidence:g} as well as its own interval. When no "
+            f"variant has an effect, the chance that this sweep prints any false speedup or slowdown is then at most "
+            f"{1 - t.confidence:g} (measured on real H200 jobs, within the resampling error); when some do, on average "
+            f"at most {1 - t.confidence:g} of its decided speedups and slowdowns are false, and a real effect among "
+            f"many variants without one may need more repeats to pass (docs/statistics.md, \"Many variants, one "
+            f"baseline\").{gated}"
         )
     if s.n_control:
         rate = f"{s.aa_fp / s.aa_judged:.0%}" if s.aa_judged else "n/a"
