@@ -180,7 +180,8 @@ def test_either_arms_preflight_rule_blocks_the_pair():
         assert preflight(run) == preflight(eager) + preflight(graph)
         blocked[run.variant.name] = [v.rule for v in preflight(run)]
     assert blocked == {"attn": ["expandable_segments_nccl_graph_register"],
-                       "attn+mlp": ["expandable_segments_nccl_graph_register"], "full_iteration": []}
+                       "attn+mlp": ["expandable_segments_nccl_graph_register"],
+                       "full_iteration": ["full_iteration_expandable_segments"]}
 
 
 # --------------------------------------------------------------------------------------------------

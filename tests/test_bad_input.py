@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 import graphsweep
+from graphsweep import resources
 from graphsweep import cli
 from graphsweep.store.tables import write_table
 from graphsweep.vocab import RunDir, SweepPaths
@@ -545,7 +546,7 @@ def test_the_workflow_refuses_it_before_any_job(tmp_path, case):
 def test_the_budget_has_a_default_a_user_can_see(tmp_path, capsys):
     rc, out, _ = run_cli(capsys, "check-spec", ROOT / "configs" / "sweep.yaml")
     assert rc == 0 and "(budget_gpu_hours 500)" in out
-    schema = yaml.safe_load((ROOT / "configs" / "schema" / "sweep.schema.yaml").read_text())
+    schema = yaml.safe_load(resources.data_file(resources.SWEEP_SCHEMA).read_text())
     assert schema["properties"]["budget_gpu_hours"]["default"] == 500
 
 

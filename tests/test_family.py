@@ -5,19 +5,17 @@ interval (docs/statistics.md "Many variants, one baseline"; benchmarks/validate_
 from __future__ import annotations
 
 import math
-import sys
 from argparse import Namespace
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-import realjobs  # noqa: E402
-import validate_family  # noqa: E402
+from tests.support import benchmark
+
+realjobs = benchmark("realjobs")
+validate_family = benchmark("validate_family")
 
 from graphsweep.judge import interval as iv  # noqa: E402
 from graphsweep.judge.compare import GATED_VERDICTS, family_gate  # noqa: E402

@@ -22,7 +22,8 @@ ATTN_MLP_R1 = TINY / "s1024-mb1-6d688f.attn+mlp.r1" / "log.txt"
 EAGER_R1 = TINY / "s1024-mb1-6d688f.eager.r1" / "log.txt"
 FULL_R1 = TINY / "s1024-mb1-6d688f.full_iteration.r1" / "log.txt"
 MOE_ATTN_R1 = EXAMPLES / "megatron-tiny-moe" / "runs" / "s1024-mb1-016c0b.attn.r1" / "log.txt"
-BUILTIN_FULL = EXAMPLES / "h200-builtin" / "runs" / "h256-nh4-l4-s128-mb1-b444f4.full_iteration.r1" / "log.txt"
+BUILTIN_FULL = (ROOT / "benchmarks" / "data" / "h200-builtin-sweep-a" / "runs" /
+                "h256-nh4-l4-s128-mb1-b444f4.full_iteration.r1" / "log.txt")  # the earlier builtin sweep's
 
 
 def summary(path: Path, arm: str):

@@ -139,7 +139,8 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
     cmp = compare(out / "plan.parquet", out / "runs.parquet", out / "iterations.parquet", out / "comparison.parquet")
     by_len = {int(r["model.seq_length"]): r for _, r in cmp.iterrows()}
     same, other = by_len[1024], by_len[2048]
-    assert same.verdict in ("speedup", "inconclusive") and same.speedup > 1  # the probe's graph really is faster
+    # the probe's graph really is faster (unverified: probe.py logs state no seed, so parity is not checked)
+    assert same.verdict in ("speedup", "inconclusive", "unverified") and same.speedup > 1
     assert other.verdict == "not-comparable"
     assert "container: eager nemo:25.09 vs graph nemo:25.11" in other.reason
     assert pd.isna(other.speedup) and pd.isna(other.ci_low) and list(other.not_comparable_fields) == ["prov_container"]

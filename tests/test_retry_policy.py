@@ -18,6 +18,7 @@ import yaml
 
 from graphsweep.parse.run import parse_run
 from graphsweep.run.submit import execute_run
+from graphsweep.vocab import RunDir
 from graphsweep.vocab import CRASHED, EAGER, GRAPH
 from tests.fixtures.field import recipe as rc
 
@@ -38,11 +39,11 @@ def _run(tmp_path: Path, arm: str, lines: list[str]) -> tuple[dict, list[str]]:
                             "sys.exit(1)", str(printed)], "env": {}},
         "executor": {"cluster": "local", "timeout_min": 5},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    run = RunDir(tmp_path)
+    run.config.write_text(yaml.safe_dump(cfg))
     said: list[str] = []
-    record = execute_run(tmp_path / "config.yaml", tmp_path / "run.json", tmp_path / "log.txt", tmp_path / "jobs",
-                         say=said.append)
-    assert json.loads((tmp_path / "run.json").read_text())["exit_code"] == 1
+    record = execute_run(run, tmp_path / "jobs", say=said.append)
+    assert json.loads(run.run_json.read_text())["exit_code"] == 1
     return record, said
 
 

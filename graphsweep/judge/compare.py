@@ -259,11 +259,9 @@ def family_gate(df: pd.DataFrame) -> pd.DataFrame:
     df["q_value"] = iv.benjamini_hochberg([x if t and pd.notna(x) else None for x, t in zip(p, testable)])
     q, alpha = pd.to_numeric(df["q_value"], errors="coerce"), pd.to_numeric(df["alpha"], errors="coerce")
     gated = df.verdict.isin(GATED_VERDICTS) & (df.variant != AA) & (q >= alpha)
-    for k in df.index[gated]:
-        df.at[k, "family_gated"] = True
-        df.at[k, "verdict"] = INCONCLUSIVE
-    for k in df.index:  # the sentence follows the final verdict
-        df.at[k, "reason"] = prose.reason(df.loc[k].to_dict())
+    df["family_gated"] = gated.to_numpy()
+    df.loc[gated, "verdict"] = INCONCLUSIVE
+    df["reason"] = [prose.reason(r) for r in df.to_dict("records")]  # the sentence follows the final verdict
     return df
 
 

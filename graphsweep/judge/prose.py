@@ -77,7 +77,10 @@ def notes(row: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     verdict = _get(row, "verdict")
     margin = float(_get(row, "margin") or 0.0)
-    if verdict == INCONCLUSIVE:
+    if verdict == INCONCLUSIVE and _get(row, "family_gated"):
+        out.append("more repeats of this cell narrow its interval and lower its p, and with it its q "
+                   "(`graphsweep more-repeats`)")
+    elif verdict == INCONCLUSIVE:
         need = _get(row, "repeats_needed")
         if _get(row, "resolution_limited"):
             res = max(_get(row, "eager_resolution_ms") or 0.0, _get(row, "graph_resolution_ms") or 0.0)
