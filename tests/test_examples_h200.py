@@ -172,6 +172,8 @@ def test_production_sized_example_says_how_launch_bound_it_is() -> None:
     assert "its loss could only be checked to within" in report  # seq 4096's eager runs are not reproducible
 
 
+@pytest.mark.slow
+@pytest.mark.snakemake
 def test_the_builtin_specs_earlier_sweep_gives_what_the_docs_quote(tmp_path: Path) -> None:
     """benchmarks/data/h200-builtin-sweep-a: the same spec on another H200 at 69d3e3c (docs/results-h200.md)."""
     out = rederive(tmp_path, "h200-builtin", ROOT / "benchmarks" / "data" / "h200-builtin-sweep-a" / "runs")
