@@ -9,7 +9,13 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
-from graphsweep.plan.planner import check_plan, plan_sweep, submitted, write_plan
+from graphsweep.plan.planner import (
+    check_plan,
+    gate_inputs,
+    plan_sweep,
+    submitted,
+    write_plan,
+)
 from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.plan.repeats import RepeatsError, apply_extra
 from graphsweep.run.controller import end_of_sweep, hold, holder, how_to_resume, release
@@ -99,6 +105,12 @@ def get_planned(wildcards):
 def get_run_config(wildcards):
     """What configure_run writes: the run's settings and exact command (a params trigger when they change)."""
     return get_planned(wildcards).config()
+
+
+def get_gate_summaries(wildcards):
+    """spec launch_gate: a graph run waits for its shape's eager runs' summaries (their GPU-busy diagnostic)."""
+    planned = get_planned(wildcards)
+    return [str(PATHS.run_summary(r)) for r in gate_inputs(planned, PLAN)]
 
 
 def get_summaries(wildcards):

@@ -4,6 +4,7 @@ if not is_ingest():
     rule run:
         input:
             config=str(PATTERN.run_config("{run_id}")),
+            gate=get_gate_summaries,
         output:
             run=str(PATTERN.run_json("{run_id}")),
             log=str(PATTERN.run_log("{run_id}")),

@@ -23,6 +23,7 @@ try:
             cluster=snakemake.config.get("cluster"),
             slurm=snakemake.config.get("slurm"),
             say=say,
+            gate=[Path(p) for p in snakemake.input.gate],  # spec launch_gate: its shape's eager summaries
         )
 except KeyboardInterrupt:
     # Ctrl-C reaches every waiting run: no traceback each; the controller's last line says how to resume

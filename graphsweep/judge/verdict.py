@@ -133,6 +133,7 @@ class Verdict:
     excluded_run_ids: list[str] = field(default_factory=list)  # unusable runs left out of the timing
     failure_run_id: str | None = None  # the run whose outcome decided a non-timing verdict
     failure_detail: str | None = None  # that run's own reason (parser text), or the preflight rule's message
+    failure_class: str | None = None  # that run's error class (parse/signatures.py), e.g. launch_gate
     paired_outcome: str = ""
     # memory: median across runs of each run's memory figure (runs that got there: not OOM, not blocked)
     mem_metric: str | None = None  # which runs.parquet column the figures are (judge/compare.py MEMORY_FIGURES)
@@ -173,6 +174,7 @@ def _fail(v: Verdict, verdict: str, paired_outcome: str, run: ArmRun | None) -> 
     if run is not None:
         v.failure_run_id = run.run_id
         v.failure_detail = run.reason or run.error_class or run.outcome
+        v.failure_class = run.error_class
     return v
 
 

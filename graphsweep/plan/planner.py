@@ -18,7 +18,7 @@ import yaml
 
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
-from graphsweep.vocab import GraphOverrides, LaunchPlan, RunDir, RunSpec, SpecError, SweepPaths, Violation
+from graphsweep.vocab import EAGER, GRAPH, GraphOverrides, LaunchPlan, RunDir, RunSpec, SpecError, SweepPaths, Violation
 from graphsweep.workloads import bridge_check, builtin
 from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
 from graphsweep.workloads.registry import for_run
@@ -36,6 +36,7 @@ class PlannedRun:
     est_gpu_seconds: float
     verify: bool = False  # spec `verify: true`: submitted although preflight blocks it, to confirm the rule
     graph_switch: GraphOverrides | None = None  # what its command sets that eager's does not (the report pastes it)
+    gate_margin: float | None = None  # spec `launch_gate: true`, a graph arm: skipped unless a graph can beat 1 + this
 
     @property
     def status(self) -> str:
@@ -49,7 +50,10 @@ class PlannedRun:
         """runs/{run_id}/config.yaml: everything the run rule needs (no run reads another run's files)."""
         launch = self.launch.to_dict()
         launch = {"argv": launch.pop("argv"), "env": launch.pop("env"), "shell": self.launch.shell(), **launch}
-        return {"run": self.run.to_record(), "launch": launch, "executor": dict(self.run.executor)}
+        out = {"run": self.run.to_record(), "launch": launch, "executor": dict(self.run.executor)}
+        if self.gate_margin is not None:  # only then: a sweep without the gate keeps its runs' configs as they were
+            out["gate"] = {"margin": self.gate_margin}
+        return out
 
 
 LOCAL_CLUSTERS = ("local", "debug")  # submitit executors that run the job on this machine
@@ -78,8 +82,16 @@ def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None 
             for run_id, found in _bridge_verdicts(spec, runs, plans).items():
                 violations[run_id] += found
     verify = bool(spec.raw.get("verify"))
+    gate = float(spec.raw["margin"]) if spec.raw.get("launch_gate") and "source" not in spec.raw else None
     return [PlannedRun(r, plans[r.run_id], tuple(violations[r.run_id]), for_run(r).estimate(r), verify,
-                       for_run(r).graph_switch(r)) for r in runs]
+                       for_run(r).graph_switch(r), gate if r.arm == GRAPH else None) for r in runs]
+
+
+def gate_inputs(planned: PlannedRun, plan: Sequence[PlannedRun]) -> list[str]:
+    """The run ids a gated graph run waits for: its shape's eager runs (none when the run is not gated)."""
+    if planned.gate_margin is None:
+        return []
+    return [p.run.run_id for p in plan if p.run.shape_id == planned.run.shape_id and p.run.arm == EAGER and p.submitted]
 
 
 def _bridge_verdicts(spec: Spec, runs: Sequence[RunSpec], plans: dict[str, LaunchPlan]) -> dict[str, list[Violation]]:

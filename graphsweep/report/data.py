@@ -17,12 +17,14 @@ import pyarrow.parquet as pq
 
 from graphsweep.judge import interval as iv
 from graphsweep.judge import parity as lp
+from graphsweep.parse.signatures import LAUNCH_GATE_CLASS
 from graphsweep.judge import verdict as stats
 from graphsweep.store.tables import PLAN_COLUMNS, read_table
 from graphsweep.vocab import AA, BLOCKED, EAGER, INVALID, NOT_COMPARABLE, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, VERDICTS
 
 # Verdicts are counted and listed in vocabulary order (results first); not-comparable only when a cell has it
 VERDICT_ORDER = tuple(v for v in VERDICTS if v != NOT_COMPARABLE)
+GATE_CLASS = LAUNCH_GATE_CLASS  # a graph run the launch gate skipped
 
 
 @dataclass
@@ -118,7 +120,9 @@ class Cost:
     blocked_runs: int
     blocked_unestimated: int  # blocked runs without any estimate (not in the figure above)
     avoided_shared_gpu_h: float  # one eager baseline per shape instead of one per variant
-    naive_gpu_h: float  # spent + both avoided figures (control cells excluded from the naive design)
+    naive_gpu_h: float  # spent + the avoided figures (control cells excluded from the naive design)
+    gated_runs: int = 0  # graph runs the launch gate skipped (spec launch_gate), at their estimated cost below
+    avoided_gate_gpu_h: float = 0.0
     per_verdict_cells: dict[str, int] = field(default_factory=dict)
 
 
@@ -188,6 +192,9 @@ def cost_accounting(t: SweepTables) -> Cost:
         k = sum(not set(id_list(ids)) <= preflight_blocked for ids in cells.graph_run_ids)
         e_secs = sum(cost.get(r, 0.0) for r in rows.run_id)
         avoided_shared += max(0, k - 1) * e_secs
+    gated = t.runs[t.runs.error_class == GATE_CLASS] if "error_class" in t.runs.columns else t.runs.iloc[:0]
+    avoided_gate = sum(_blocked_estimate(t, row, cost) or 0.0 for _, row in
+                       t.plan[t.plan.run_id.isin(set(gated.run_id))].iterrows())
     h = 1 / 3600.0
     return Cost(
         spent_gpu_h=spent * h,
@@ -198,8 +205,10 @@ def cost_accounting(t: SweepTables) -> Cost:
         blocked_runs=len(blocked),
         blocked_unestimated=unestimated,
         avoided_shared_gpu_h=avoided_shared * h,
-        naive_gpu_h=(spent - control) * h + avoided_shared * h + avoided_blocked * h,
+        naive_gpu_h=(spent - control) * h + avoided_shared * h + avoided_blocked * h + avoided_gate * h,
         per_verdict_cells=per_cells,
+        gated_runs=len(gated),
+        avoided_gate_gpu_h=avoided_gate * h,
     )
 
 

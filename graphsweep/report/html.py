@@ -167,6 +167,9 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
         f'<div class="d">{blocked_d}</div></div>'
         f'<div class="card"><div class="k">avoided by shared baselines</div><div class="v">{cost.avoided_shared_gpu_h:.2f}</div>'
         f'<div class="d">vs one eager run per variant (naive ≈{cost.naive_gpu_h:.2f})</div></div>'
+        + (f'<div class="card"><div class="k">avoided by the launch gate</div><div class="v">≈{cost.avoided_gate_gpu_h:.2f}</div>'
+           f'<div class="d">{cost.gated_runs} graph runs skipped on their eager arm\'s GPU-busy diagnostic</div></div>'
+           if cost.gated_runs else "")
         + aa_card
     )
 

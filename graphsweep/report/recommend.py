@@ -22,7 +22,7 @@ from graphsweep.vocab import (
     AA, BASELINE_FAILED, BLOCKED, FAILED, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN, SPEEDUP,
     UNVERIFIED, VERDICT_COLORS, VERDICTS,
 )  # fmt: skip
-from graphsweep.report.data import SweepTables, as_number, flag
+from graphsweep.report.data import GATE_CLASS, SweepTables, as_number, flag
 from graphsweep.report.shapes import Overrides, graph_overrides, shape_axes
 from graphsweep.report.text import cell_label, fmt_speedup, fmt_value, level, md_code, md_inline, md_text
 
@@ -157,6 +157,8 @@ def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
         some = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_SOMETIMES_OOM]
         tail = " in some repeats (near the memory limit)" if len(some) == len(cells) else " where eager fit"
         return f"{names} ran out of memory{tail}"
+    if verdict == BLOCKED and all(c.get("failure_class") == GATE_CLASS for c in cells):
+        return f"{names} not run: the launch gate found no graph of this step can win beyond 1 ± {margin:g}"
     if verdict == BLOCKED:
         rules = sorted({str(c.get("rule_id")) for c in cells if fmt_value(c.get("rule_id"))})
         if rules:  # preflight: no job ran; otherwise the job ran and its own check or Megatron refused it

@@ -153,6 +153,8 @@ def cost_sentence(cost: Cost) -> str:
         if cost.blocked_unestimated:
             approx += f" (+{cost.blocked_unestimated} runs without an estimate)"
         parts.append(f"{approx} avoided by {cost.blocked_runs} preflight-blocked runs")
+    if cost.gated_runs:
+        parts.append(f"≈{cost.avoided_gate_gpu_h:.2f} avoided by {cost.gated_runs} graph runs the launch gate skipped")
     parts.append(f"{cost.avoided_shared_gpu_h:.2f} avoided by shared eager baselines")
     parts.append(f"the naive design (one eager run per variant, no preflight) would have cost ≈{cost.naive_gpu_h:.2f}")
     return "; ".join(parts) + "."

@@ -29,13 +29,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import submitit
 import yaml
 
 from graphsweep import resources
 from graphsweep.parse.signatures import find_transient
+from graphsweep.run import gate as launch_gate
 from graphsweep.run.controller import process_start
 from graphsweep.run.job import job_argv, job_main, tees_rank_files, utc_now
 from graphsweep.run.slurmstate import (
@@ -528,6 +529,21 @@ def settings_from_spec(executor: Mapping[str, Any], overrides: Mapping[str, Any]
     return SubmitSettings(**{k: v for k, v in merged.items() if k in known})
 
 
+def _skipped_by_gate(run: RunDir, cfg: Mapping[str, Any], plan: LaunchPlan, decision: launch_gate.GateDecision,
+                     say: Callable[[str], None]) -> dict[str, Any]:
+    """A graph arm the launch gate skipped: its log says why, its run.json that no job ran (no GPU-second spent)."""
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    run.log.write_text(decision.line() + "\n")
+    record = {"run_id": cfg["run"]["run_id"], "executor": "launch-gate", "job_id": None, "attempt": 1, "state": None,
+              "exit_code": None, "command": plan.shell(), "host": socket.gethostname(), "start_utc": now,
+              "end_utc": now, "wall_s": 0.0, "gpu_seconds": 0.0, "provenance": {},
+              "gate": {"ceiling": decision.ceiling, "busy_share": decision.busy_share, "eager_runs": decision.runs,
+                       "margin": decision.margin}}
+    write_json(run.run_json, record)
+    say(f"{record['run_id']}: skipped by the launch gate (no graph can win more than {decision.ceiling:.3f}x)")
+    return record
+
+
 def execute_run(
     run: RunDir,
     jobs_dir: Path,
@@ -536,13 +552,19 @@ def execute_run(
     cluster: str | None = None,
     slurm: Mapping[str, Any] | None = None,
     say: Callable[[str], None] = print,
+    gate: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """The run rule: submit (or reattach), wait, retry once on a known-transient signature, write run.json.
 
-    Reads the run's config.yaml (validated) and writes its run.json and log.txt (the rule's declared files)."""
+    Reads the run's config.yaml (validated) and writes its run.json and log.txt (the rule's declared files). `gate`:
+    the summaries of the shape's eager runs, for a graph arm of a spec with `launch_gate: true` (run/gate.py)."""
     cfg = read_run_config(run)
     run_json, log_path = run.run_json, run.log
     plan = LaunchPlan.from_dict(cfg["launch"])
+    if cfg.get("gate") and gate:
+        decision = launch_gate.decide(gate, float(cfg["gate"]["margin"]))
+        if decision.skip:
+            return _skipped_by_gate(run, cfg, plan, decision, say)
     overrides: dict[str, Any] = {}
     if timeout_min:
         overrides["timeout_min"] = int(timeout_min)

@@ -49,7 +49,7 @@ COMPARISON_COLUMNS = [
     "speedup", "ci_low", "ci_high", "alpha", "margin", "p_beyond", "p_within", "q_value", "df", "design",
     "eager_spread", "graph_spread", "thin", "resolution_limited", "repeats_needed", "n_eager", "n_graph",
     "eager_resolution_ms", "graph_resolution_ms", "mem_metric", "eager_mem_gb", "graph_mem_gb", "mem_delta_gb",
-    "paired_outcome", "failure_run_id", "failure_detail", "excluded_run_ids", "loss_parity", "loss_iteration",
+    "paired_outcome", "failure_run_id", "failure_detail", "failure_class", "excluded_run_ids", "loss_parity", "loss_iteration",
     "loss_graph", "loss_eager", "loss_rel_diff", "loss_level", "loss_tolerance", "loss_worst_excess", "loss_run_id",
     "loss_departed", "loss_checked", "loss_runs", "loss_spread", "family_gated", "eager_gpu_busy_ms",
     "gpu_busy_share", "graph_ceiling", "control", "rule_id", "eager_run_id", "graph_run_id", "eager_run_ids",

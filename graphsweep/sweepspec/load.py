@@ -248,6 +248,13 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
         if key in fixed:
             raise SpecError(path, f"fixed.{key}", fixed[key], f"'{key}' is also an axis; give it in one place only")
         _check_distinct(path, f"axes.{key}", axes[key])
+    if raw.get("launch_gate") and raw.get("pairing"):
+        raise SpecError(path, "launch_gate", True, "a pair job runs both arms in one job, so no eager arm can run "
+                        "first: use launch_gate without pairing, or pairing without launch_gate")
+    if raw.get("launch_gate") and raw.get("warmup", 0) < 2:
+        raise SpecError(path, "launch_gate", True, f"the gate reads the eager arm's GPU busy time, profiled over "
+                        f"iterations 2..warmup (graphsweep/entry/gpu_busy.py): warmup {raw.get('warmup')} leaves none; "
+                        "give warmup >= 2")
     if raw["iterations"] < MIN_STEADY:
         raise SpecError(path, "iterations", raw["iterations"], f"a run needs at least {MIN_STEADY} measured iterations "
                         "for a steady window (graphsweep/parse/window.py MIN_STEADY); with fewer no cell can get a "
