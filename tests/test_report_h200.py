@@ -55,21 +55,22 @@ def test_markdown_recommends_per_shape_with_the_flags_to_paste(sweep_dir: Path) 
     shapes = [line for line in lines if line.startswith("- ")]
     assert len(shapes) == 3
     launch, compute, capped = shapes
-    # launch-bound: the full-iteration graph, decided well clear of attn+mlp
+    # launch-bound: the full-iteration graph; attn+mlp is decided on its own but not by the sweep's family check
     assert launch.startswith("- **hidden=256 heads=4 layers=4 seq_length=128 micro_batch=1**: **use full_iteration**: "
-                             "9.55× [")  # fmt: skip
-    assert "12.50 → 1.30 ms per step, for +0.07 GB steady-state allocated memory" in launch
+                             "6.89× [")  # fmt: skip
+    assert "9.00 → 1.40 ms per step, for +0.09 GB steady-state reserved memory" in launch
     body = "\n".join(lines)
     assert body.count("  - trainer flags to paste: `--variant full_iteration`") == 2
-    assert "also faster, by less: attn+mlp 2.35×" in body
+    assert "attn+mlp 1.83× [1.22, 2.75], decided on its own but not by the sweep's family check (q 0.057)" in body
+    assert "the GPU is busy 9% of an eager step (0.8 of 9.0 ms): a graph can win up to 10.98x" in body
     # compute-bound: stay eager, with what made every variant no recommendation
     assert compute == "- **hidden=4096 heads=32 layers=4 seq_length=2048 micro_batch=4**: **stay eager**: no variant is decided faster"
-    assert "  - full_iteration slower than eager: 0.94× [0.92, 0.96]" in body
+    assert "  - full_iteration slower than eager: 0.95× [0.93, 0.96]" in body
     assert re.search(r"undecided \(`graphsweep more-repeats` plans the repeats\): attn 0\.99× \[[^]]+\], about \d+ repeats "
                      r"per arm would decide it; mlp", body)  # fmt: skip
     # memory-capped: full_iteration fits and is faster; every scoped graph ran out of memory
     assert capped.startswith("- **hidden=1024 heads=16 layers=8 seq_length=512 micro_batch=2 mem_fraction=0.0113**: "
-                             "**use full_iteration**: 2.39× [")  # fmt: skip
+                             "**use full_iteration**: 3.04× [")  # fmt: skip
     assert "  - attn, mlp and attn+mlp ran out of memory where eager fit" in body
 
 
@@ -83,8 +84,8 @@ def test_html_draws_one_grid_of_shapes_by_variants(sweep_dir: Path) -> None:
     rows = re.findall(r"<tr>(.*?)</tr>", grid.split("<tbody>")[1], re.S)
     assert len(rows) == 3 and all(len(re.findall(r'<td class="hm v-', r)) == 4 for r in rows)
     verdicts = [re.findall(r'<td class="hm v-([a-z-]+)"', r) for r in rows]
-    assert verdicts == [["speedup", "inconclusive", "inconclusive", "speedup"],
-                        ["slowdown", "inconclusive", "inconclusive", "inconclusive"],
+    assert verdicts == [["speedup", "inconclusive", "inconclusive", "inconclusive"],
+                        ["slowdown", "inconclusive", "inconclusive", "neutral"],
                         ["speedup", "oom", "oom", "oom"]]  # fmt: skip
     recs = page.split('<h2 id="recommendations">', 1)[1].split("</table>", 1)[0]
     assert len(re.findall(r"<tr data-shape=", recs)) == 3
@@ -104,7 +105,7 @@ def test_no_nan_and_no_reason_cut_inside_a_word(sweep_dir: Path) -> None:
             cut += 1
             kept = reason[:-2]
             assert any(f.startswith(kept) and f[len(kept)] in " ;,:(" for f in full), reason
-    assert cut == 3  # the three OOM reasons are long; each ends at a word
+    assert cut >= 3  # the three OOM reasons (and reasons carrying the shape's GPU-busy line) are long; each ends at a word
 
 
 @pytest.mark.chromium

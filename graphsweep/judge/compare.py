@@ -255,9 +255,11 @@ def family_gate(df: pd.DataFrame) -> pd.DataFrame:
     alpha it was judged at, not only its own p (docs/statistics.md "Many variants, one baseline"). A cell that
     fails the gate is inconclusive, and its reason says why."""
     testable = df.verdict.isin(TIMING_VERDICTS) & (df.variant != AA)
-    p = df["p_beyond"] if "p_beyond" in df.columns else pd.Series([None] * len(df))
+    none = pd.Series([None] * len(df), index=df.index)  # a sweep of blocked cells only has no timing columns
+    p = df["p_beyond"] if "p_beyond" in df.columns else none
     df["q_value"] = iv.benjamini_hochberg([x if t and pd.notna(x) else None for x, t in zip(p, testable)])
-    q, alpha = pd.to_numeric(df["q_value"], errors="coerce"), pd.to_numeric(df["alpha"], errors="coerce")
+    q = pd.to_numeric(df["q_value"], errors="coerce")
+    alpha = pd.to_numeric(df["alpha"] if "alpha" in df.columns else none, errors="coerce")
     gated = df.verdict.isin(GATED_VERDICTS) & (df.variant != AA) & (q >= alpha)
     df["family_gated"] = gated.to_numpy()
     df.loc[gated, "verdict"] = INCONCLUSIVE

@@ -98,6 +98,10 @@ def step_times(cell: pd.Series) -> str:
 
 def _undecided(c: pd.Series) -> str:
     need = as_number(c.get("repeats_needed"))
+    if flag(c.get("family_gated")):
+        q = as_number(c.get("q_value"))
+        return (f"{c.variant} {fmt_speedup(c)}, decided on its own but not by the sweep's family check (q "
+                f"{'?' if q is None else f'{q:.3f}'}): more repeats lower its q")
     if flag(c.get("resolution_limited")):
         how = "the logs' print step cannot decide it"
     elif need is not None:
@@ -218,7 +222,7 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
         unproven = any(c.verdict == SPEEDUP for c in rec.cells)  # faster, but a graph run left eager's loss
         out.append("no variant is decided faster" + (" with the eager model's loss" if unproven else ""))
     if launch := launch_line(rec):
-        out.insert(0, launch)
+        out.append(launch)
     groups: dict[str, list[pd.Series]] = {}
     for c in others:
         if c.verdict == SPEEDUP and c.get("loss_parity") != lp.PARITY_OK:
