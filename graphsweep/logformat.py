@@ -236,7 +236,7 @@ NO_GRAPHABLE = b"No graphable layers found. Skipping CUDA graph capture."  # WAR
 FULL_CAPTURE_START_B = FULL_CAPTURE_START.encode()  # megatron.core.full_cuda_graph, every rank
 FULL_CAPTURE_DONE_B = FULL_CAPTURE_DONE.encode()
 OPT_CAPTURE_START_B, OPT_CAPTURE_DONE_B = OPT_CAPTURE_START.encode(), OPT_CAPTURE_DONE.encode()
-FULL_CAPTURE_S = re.compile(rb"CUDA graph capture done for training!!!\s*\(([\d.]+)s\)")  # h200-probe/probe.py
+FULL_CAPTURE_S = re.compile(rb"CUDA graph capture done for training!!!\s*\(([\d.]+)s\)")  # benchmarks/data/h200-jobs/probe.py
 LOCAL_CREATING = re.compile(rb"Creating (\d+) CUDA graphs")  # CudaGraphManager (local impl)
 LOCAL_BUILT = re.compile(rb"> built (\d+) cuda graph\(s\) in ([\d.]+) sec")
 # A capture began / finished (with LOCAL_CREATING / TE_CAPTURE_TIME_RE / LOCAL_BUILT): the retry policy's view of

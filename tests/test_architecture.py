@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -217,6 +218,37 @@ def test_the_report_reads_tables_not_workloads() -> None:
 
 
 FACTS = ROOT / "docs" / "megatron-facts.md"
+# A path into the folder of notes, logs and recipes kept beside a developer's checkout (`shared/docs/...`,
+# `../shared/...`, `/work/shared`): users and CI do not have it. `tests/shared/x` would be a path inside the repository.
+OUTSIDE_SHARED = re.compile(r"(?<![\w.~/-])(?:(?:\.\./)*|/work/)shared/")
+# Evidence kept as it was written (run folders, measured data, real logs) may quote such paths
+KEPT_AS_WRITTEN = ("results/", "benchmarks/data/", "tests/fixtures/logs/")
+
+
+def _tracked_files() -> list[Path]:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"not a git checkout, no tracked files to read: {exc}")
+    return [ROOT / p for p in out.decode().split("\0") if p and not p.startswith(KEPT_AS_WRITTEN)]
+
+
+def test_no_tracked_file_points_at_the_shared_folder_outside_the_repository() -> None:
+    """References a user can follow: no tracked file (but the evidence kept as written) points at `shared/`, the
+    folder beside a developer's checkout; the facts taken from it are in docs/megatron-facts.md, tests/fixtures/README.md
+    and tests/slurm/README.md."""
+    files = [f for f in _tracked_files() if f.is_file() and f != Path(__file__).resolve()]
+    assert len(files) > 100 and ROOT / "graphsweep" / "constraints" / "field.py" in files  # it reads the checkout
+    found = [f"{f.relative_to(ROOT)}:{n}: {line.strip()[:100]}" for f in files
+             for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1) if OUTSIDE_SHARED.search(line)]
+    assert not found, "pointers at shared/ outside the repository:\n" + "\n".join(found)
+    # the check itself can fail: each form the old pointers took is found, a path inside the repository is not
+    bad = ["(shared/docs/field-failures.md, its rows)", "`../shared/fixtures/` (see its README)",
+           'ROOT.parent / "shared/fixtures/megatron-h200/te_attn.log"', "# Recipe: ../../shared/docs/local-slurm.md",
+           "/work/shared/recipes/megatron-h200/deps.txt"]
+    good = ["tests/fixtures/logs/megatron-h200/te_attn.log", "docs/megatron-facts.md §7.1", "tests/shared/x.py",
+            "unshared/ state", "a shared folder"]
+    assert [bool(OUTSIDE_SHARED.search(t)) for t in bad + good] == [True] * len(bad) + [False] * len(good)
 
 
 def test_megatron_fact_pointers_name_sections_of_the_repositorys_own_doc() -> None:

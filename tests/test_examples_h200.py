@@ -1,7 +1,7 @@
 """The committed H200 example sweeps (results/examples/): their run folders, re-derived on this CPU by the real
 workflow (Snakemake: plan, parse, aggregate, compare, report; nothing submitted), give the committed verdicts.
 
-The run folders are what real NVIDIA H200 jobs wrote (shared/fixtures/h200-pipeline/README.md: how they ran); the
+The run folders are what real NVIDIA H200 jobs wrote (docs/results-h200.md: how they ran, and the only edits); the
 committed tables are what tools/rederive_examples.sh made of them. A change to the parser or the statistics that
 moves a verdict fails here until the examples are re-derived and the docs that quote them are checked.
 """

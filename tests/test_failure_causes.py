@@ -83,7 +83,7 @@ CASES = [
          BLOCKED, "blocked_capture", CAPTURE, "capture_unjoined",
          "capturing stream has unjoined work (cudaErrorStreamCaptureUnjoined)"),
     # the real probe's order: the cause (a host sync in the capture), then capture_end's invalidated symptom
-    Case("capture_sync_then_invalidated", "fixtures/h200-probe/capture-error-sync.log (MLM #5889, #1598)",
+    Case("capture_sync_then_invalidated", "fixtures/logs/h200-probe/capture-error-sync.log (MLM #5889, #1598)",
          TE_CAP + rc.te_capture_failure("torch.AcceleratorError", rc.nperm, chained=rc.chained),
          BLOCKED, "blocked_capture", CAPTURE, "capture_not_permitted",
          "operation not permitted when stream is capturing (cudaErrorStreamCaptureUnsupported)"),
@@ -213,7 +213,7 @@ RETRY_TEXTS: dict[str, tuple[list[str], str]] = {
     "devices_unavailable": (_cuda("CUDA-capable device(s) is/are busy or unavailable", "cudaErrorDevicesUnavailable"),
                             "libcudart 13.0 cudaGetErrorString; a GPU held by another process"),
     "illegal_memory_access": (_cuda("an illegal memory access was encountered", "cudaErrorIllegalAddress"),
-                              "TE #3316 (field-failures.md row 3); Bridge is_flaky_failure"),
+                              "TE #3316 (docs/megatron-facts.md §7.1 row 3); Bridge is_flaky_failure"),
     "nccl_watchdog": ([rc.wd22], "docs/megatron-facts.md §5.8 (MLM #735) in torch 2.11's ProcessGroupNCCL form"),
     "nccl_failed": (["[E ProcessGroupNCCL.cpp:475] Some NCCL operations have failed or timed out. Due to the "
                      "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/"

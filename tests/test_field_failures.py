@@ -1,4 +1,4 @@
-"""Issue 14 item 1: every field failure (../shared/docs/field-failures.md) a Megatron Bridge job log can show gets its
+"""Issue 14 item 1: every field failure (docs/megatron-facts.md §7.1) a Megatron Bridge job log can show gets its
 outcome, error class, phase and proving line, from a log built from a real H200 fixture plus the field text
 (tests/fixtures/field/recipe.py); and the general rules, whatever the text:
 
@@ -37,7 +37,7 @@ FAILED = {"state": "FAILED", "exit_code": 1}
 @dataclass(frozen=True)
 class Row:
     log: str  # tests/fixtures/field/recipe.py LOGS key
-    row: str  # field-failures.md row
+    row: str  # row of docs/megatron-facts.md §7.1
     source: str  # where the text comes from (and where it was checked)
     outcome: str
     error_class: str | None
@@ -107,7 +107,7 @@ ROWS = [
         "cuda_graph_warmup_steps must be greater than 0 when enabling fine-grained activation offloading."),
 ]
 
-# Rows 20-32 (field-failures.md as updated for issue 22). Rows 30-32 are Bridge / MCore assertions the constraint
+# Rows 20-32 (docs/megatron-facts.md §7.1, added for issue 22). Rows 30-32 are Bridge / MCore assertions the constraint
 # catalogue may come to know (issue 22 item 4, another branch): until then Bridge's `Pretrain failed ... with
 # AssertionError: <text>` line is the proof (python_error); once a constraint carries the text, its id and class
 KNOWN = {s.needle.decode(): s for s in sg.SIGNATURES}
@@ -251,7 +251,7 @@ def test_field_row(tmp_path: Path, r: Row) -> None:
 
 
 def test_every_field_row_that_a_bridge_log_can_show_has_a_case() -> None:
-    # rows 1-32 of ../shared/docs/field-failures.md: a log for every row with a text; the silent ones say why not
+    # rows 1-32 of docs/megatron-facts.md §7.1: a log for every row with a text; the silent ones say why not
     assert {r.row for r in ROWS} | set(NO_TEXT) == {str(n) for n in range(1, 33)}
     assert set(rc.LOGS) == {r.log for r in ROWS + GENERAL} | {"g_f3_no_capture_auto_arm"}
 

@@ -20,12 +20,12 @@ from graphsweep.parse.run import parse_run
 from graphsweep.workloads.registry import launch_plan, preflight
 from graphsweep.sweepspec.load import load_spec, validate_spec
 from graphsweep.vocab import SpecError
-from tests.support import ROOT
+from tests.support import LOGS, ROOT
 
 EXAMPLES = sorted((ROOT / "configs" / "examples").glob("megatron-*.yaml"))
 EXAMPLE = {p.stem: p for p in EXAMPLES}
 # What preflight blocks in the examples on purpose: the dropless MoE's full-iteration cell (it failed at capture on
-# an H200, shared/fixtures/h200-pipeline/megatron-tiny-moe)
+# an H200: docs/results-h200.md, section 3)
 EXPECTED_BLOCKS = {"megatron-tiny-moe": {"full_iteration": ["full_iteration_dropless_moe"]},
                    "megatron-tiny-moe-paired": {"full_iteration": ["full_iteration_dropless_moe"]}}
 GOLDEN = ROOT / "tests" / "golden"
@@ -268,15 +268,14 @@ def test_entry_memory_line_is_the_bridge_format():
              "allocated_bytes.all.peak": 2918700000, "active_bytes.all.peak": 2918700000,
              "inactive_split_bytes.all.peak": 140100000, "reserved_bytes.all.peak": 2998900000,
              "num_alloc_retries": 0, "allocation.all.current": 166}
-    real = (ROOT.parent / "shared/fixtures/megatron-h200/te_attn.log")
+    real = LOGS / "megatron-h200" / "te_attn.log"  # a real H200 log (tests/fixtures/README.md)
     line = memory_line(0, 1, stats)
     expected = ("[Rank 0] (after 1 iterations) memory (GB) | mem-allocated-gigabytes: 2.9187 | mem-active-gigabytes: "
                 "2.9187 | mem-inactive-gigabytes: 0.067612 | mem-reserved-gigabytes: 2.9989 | mem-max-allocated-gigabytes: "
                 "2.9187 | mem-max-active-gigabytes: 2.9187 | mem-max-inactive-gigabytes: 0.1401 | "
                 "mem-max-reserved-gigabytes: 2.9989 | mem-alloc-retires: 0 | mem-allocated-count: 166")
     assert line == expected
-    if real.exists():  # the same line Bridge printed on the H200
-        assert expected in real.read_text()
+    assert expected in real.read_text()  # the same line Bridge printed on the H200
 
 
 def test_entry_markers_need_evidence_of_a_graph():

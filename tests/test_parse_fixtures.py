@@ -27,7 +27,7 @@ def line_of(rel: str, n: int) -> str:
     return (LOGS / rel).read_bytes().split(b"\n")[n - 1].decode("utf-8", "replace")
 
 
-# (file, arm, steady median ms from shared/fixtures/README (iterations 5-30), tolerance)
+# (file, arm, steady median ms from tests/fixtures/README.md (iterations 5-30), tolerance)
 COMPLETED = [
     ("megatron-h200/eager.log", "eager", 63.4, 0.06),  # host-bound and noisy: the steady window may trim its start
     ("megatron-h200/te_attn.log", "graph", 39.9, 0.02),

@@ -49,7 +49,7 @@ def _messages(settings, **kw):
 
 
 def test_messages_are_those_bridge_raised_on_the_cpu_validator():
-    # shared/docs/device-megatron.md: runtime_config_update on Bridge 0.6.2 / Core 0.19.2
+    # docs/megatron-facts.md §8.3: runtime_config_update on Bridge 0.6.2 / Core 0.19.2
     assert _messages({**TE, **MOE, "model.cuda_graph_scope": ["moe", "moe_router"]})["moe_and_moe_router"] == (
         "cuda_graph_modules must not contain both moe and moe_router.")
     assert _messages({**TE, **MOE, "model.cuda_graph_scope": ["moe_preprocess"]})["moe_preprocess_needs_router"] == (

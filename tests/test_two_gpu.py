@@ -6,7 +6,7 @@ The run folders are made by the real parts: the planned command's own launcher (
 executor and job_main, with the training program swapped for tests/fixtures/replay_rank.py, which prints, as each
 rank, that rank's recorded lines of a real two-H200 run (tests/fixtures/logs/megatron-h200x2/b_rank_files: the
 per-rank files torchrun wrote for run b, TE `attn`, DP 2). torchrun itself writes log.txt's `[defaultN]:` copies, the
-per-rank files and its own end report. Facts from the recorded logs (../shared/fixtures/README.md): only the last
+per-rank files and its own end report. Facts from the recorded logs (tests/fixtures/README.md): only the last
 rank prints the iteration line; rank 0 prints `Step Time`, the memory lines and the TE capture lines.
 """
 

@@ -18,14 +18,14 @@
 # From nothing (fresh DIR, empty PIP_CACHE_DIR) on an idle 2-core node: 511 s, TE build included (2026-11-30).
 # Disk: 6.2 GB for DIR after a build from nothing (du -sh, 2026-11-30), most of it torch's CUDA wheels.
 #
-# Workarounds, each found on the H200 path (shared/docs/device-megatron.md) or here:
+# Workarounds, each found on the H200 path or here (docs/megatron-facts.md §8.2 has their sources):
 #  1. transformer_engine_torch is published only as an sdist of C++: built here with NVTE_FRAMEWORK=pytorch
 #     NVTE_PYTORCH_FORCE_BUILD=TRUE (else setup.py tries to download a prebuilt wheel), CUDA_HOME = a CUDA 13
 #     toolkit, CPATH = the include folders of the nvidia cu13/cudnn/nccl pip packages, --no-build-isolation so it
 #     compiles against the venv's torch 2.11.0. No GPU is needed.
 #  2. Bridge's own requirements (flashinfer, mlflow, wandb, comet, open-clip, ... ) are not needed to validate a
 #     config: Megatron wheels are installed with --no-deps and only the packages Bridge imports at import time are
-#     added (the list that imported on the H200, shared/recipes/megatron-h200/deps.txt), resolved by pip with torch
+#     added (the list that imported on the H200, tools/megatron-device-deps.txt), resolved by pip with torch
 #     pinned so nothing replaces torch 2.11.0.
 #  3. nvidia-resiliency-ext: Core needs >= 0.6, and 0.6/0.7 have only manylinux_2_39 wheels (glibc 2.39); a login
 #     node with an older glibc (Debian 12: 2.36) gets 0.4.1 from pip. 0.7.0 is installed with pip's --platform and
@@ -63,7 +63,7 @@ fi
 run_logged() { local log=$1; shift; if ! "$@" >"$log" 2>&1; then tail -25 "$log"; step "FAILED: $* (log: $log)"; exit 1; fi; }
 has_version() { "$VPY" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null; }
 
-# sha256 of the PyPI files (the same files that trained on the H200: shared/recipes/megatron-h200/blob_SHA256SUMS)
+# sha256 of the PyPI files (the same files that trained on the H200 on 2026-11-30, docs/megatron-facts.md §8.2)
 cat >"$DIR/wheels/SHA256SUMS" <<'EOF'
 bcb7274ab9327167c345aa24b96b95790ce5090df1945d883bdc41065d5649e2  megatron_bridge-0.6.2-py3-none-any.whl
 8e3e486f13f559450415b9b9dc0ff3331a0bb83dd154553f7f350a75ff9c42b5  megatron_core-0.19.2-cp312-cp312-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl

@@ -5,7 +5,7 @@
     model      the Constraint record
     rules      constraints with a preflight predicate
     offload    fine-grained activation offloading and GTP under graphs, per Megatron Core release
-    field      failures users hit in the field (shared/docs/field-failures.md) that a config shows
+    field      failures users hit in the field (docs/megatron-facts.md §7.1) that a config shows
     runtime    constraints known only by the text a run prints
     catalogue  all of them, and check(settings, env, gpus) -> [Violation]
 """

@@ -1,4 +1,4 @@
-"""Rules for CUDA-graph failures users hit in the field (shared/docs/field-failures.md, its row numbers below).
+"""Rules for CUDA-graph failures users hit in the field (docs/megatron-facts.md §7.1, its row numbers below).
 
 Megatron checks none of these at config time: the run fails at capture, at replay, diverges, or floods its log.
 Each predicate fires only on the configuration that caused the failure, and is gated like the other release-bound

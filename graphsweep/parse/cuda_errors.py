@@ -9,9 +9,9 @@ get_cuda_error_help)::
     For debugging consider passing CUDA_LAUNCH_BLOCKING=1
     Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
 
-(fixtures/h200-probe/capture-error-sync.log). The error line proves the failure; the enum names its cause, so the
-summary's signature is the error text with its enum, and a text the catalogue does not know (a driver's wording, a
-paraphrase) still gets its enum's class (signatures.BY_ENUM). The lines after it are boilerplate.
+(tests/fixtures/logs/h200-probe/capture-error-sync.log). The error line proves the failure; the enum names its cause,
+so the summary's signature is the error text with its enum, and a text the catalogue does not know (a driver's
+wording, a paraphrase) still gets its enum's class (signatures.BY_ENUM). The lines after it are boilerplate.
 """
 
 from __future__ import annotations

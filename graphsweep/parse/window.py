@@ -14,7 +14,7 @@ import numpy as np
 
 # A leading segment is a transient (and trimmed) only when all of these hold. Values chosen on
 # the fixtures: they trim a genuine warm-up ramp but leave the mid-run level shifts of
-# h200-probe/medium-eager-1.log (15.3 -> 13.0 -> 15.7 ms) alone, which are job noise, not warm-up.
+# tests/fixtures/logs/h200-probe/medium-eager-1.log (15.3 -> 13.0 -> 15.7 ms) alone, which are job noise, not warm-up.
 TRANSIENT_MIN_SHIFT = 0.03  # prefix median differs from the rest by >= 3 %
 
 TRANSIENT_MIN_SIGMAS = 3.0  # ... and by >= 3 robust standard deviations of the rest

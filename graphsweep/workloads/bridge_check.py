@@ -9,7 +9,7 @@ Two halves in one file:
   ``megatron.bridge.training.config.runtime_config_update(cfg)``: Bridge's full config validation (mixed
   precision, data-parallel size, comm overlap, ``ConfigContainer.validate``, which finalises Megatron Core's
   ``TransformerConfig`` and so runs its ``__post_init__`` asserts). No GPU, no process group: ``RANK=0
-  LOCAL_RANK=0 WORLD_SIZE=<the cell's GPU count>`` are set, as shared/docs/device-megatron.md records.
+  LOCAL_RANK=0 WORLD_SIZE=<the cell's GPU count>`` are set (docs/megatron-facts.md §8.1).
   Run it by path: ``python graphsweep/workloads/bridge_check.py --serve`` (JSON lines in, JSON lines out, one process for
   many cells: the imports take most of a minute) or ``python graphsweep/workloads/bridge_check.py [--recipe R] [--gpus N]
   KEY=VALUE ...`` for one cell.

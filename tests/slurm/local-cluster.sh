@@ -2,7 +2,7 @@
 # A real single-node Slurm cluster (Slurm 22.05 from Debian 12) for the tests and CI:
 # munge, MariaDB, slurmdbd (so sacct works), slurmctld and slurmd on this machine.
 # No systemd and no cgroups: proctrack/linuxproc and task/none.
-# Recipe: ../shared/docs/local-slurm.md (verified on this project's machine kind).
+# What each step does and why: tests/slurm/README.md (verified on this project's machine kind).
 #
 #   tests/slurm/local-cluster.sh start          bring everything up (idempotent), wait for the node to be idle
 #   tests/slurm/local-cluster.sh status         print daemon state; exit 1 unless all are up and the node is usable
