@@ -178,7 +178,8 @@ def _no_log(c: Ctx) -> RunSummary | None:
 
 
 _BLOCKED_WHAT = {"no_cuda": "no CUDA device", "launch_error": "launch rejected", "blocked_config": "config rejected",
-                 "env_blocked": "environment cannot run it", "api_mismatch": "known API/version breakage"}
+                 "env_blocked": "environment cannot run it", "api_mismatch": "known API/version breakage",
+                 sg.LAUNCH_GATE_CLASS: "not run (the launch gate)"}
 
 
 def _blocked_by(rule: str) -> Callable[[Ctx], RunSummary | None]:

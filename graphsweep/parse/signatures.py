@@ -125,7 +125,7 @@ RUNTIME: tuple[Signature, ...] = (
     # builtin workload (graphsweep/entry/builtin_gpt.py, exit 3); the specific line hides the general one
     _sig(R_BUILTIN, "gs_no_cuda", lf.NO_CUDA.split(" (")[0], B, "no_cuda", "graphsweep/entry/builtin_gpt.py"),
     _sig(R_BUILTIN, "gs_blocked", lf.BLOCKED.strip(), B, "env_blocked", "graphsweep/entry/builtin_gpt.py",
-         unless="gs_no_cuda", unless_text=lf.LAUNCH_GATE.split("blocked: ")[1]),
+         unless="gs_no_cuda", unless_text=lf.LAUNCH_GATE.split("blocked: ")[1].strip()),
     # the run rule skipped a graph arm: its shape's eager runs said no graph can beat the margin (spec launch_gate)
     _sig(R_BUILTIN, "gs_launch_gate", lf.LAUNCH_GATE.strip(), B, LAUNCH_GATE_CLASS, "graphsweep/run/gate.py"),
     # launch: argparse and Hydra override rejections (docs/megatron-facts.md §6.3 step 1, §6.1)
