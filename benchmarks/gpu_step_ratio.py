@@ -29,6 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 from graphsweep.entry import builtin_gpt as workload  # noqa: E402
+from graphsweep.entry import gpu_busy  # noqa: E402
 
 
 def wall_ms(fn: Callable[[], object], n: int) -> list[float]:
@@ -56,16 +57,19 @@ def event_ms(fn: Callable[[], object], n: int) -> list[float]:
 
 
 def kernel_busy_ms(fn: Callable[[], object], n: int) -> float | None:
-    """Summed device durations (kernels, memcpy, memset) per call; None if the profiler saw none."""
+    """GPU busy time per call: the union of the kernel, memcpy and memset intervals (overlapping streams once, the
+    annotations' spans left out), as the eager arm's own diagnostic measures it (graphsweep/entry/gpu_busy.py).
+    Until 2026-12-01 this summed every CUDA-side profiler event with CPU activity on, annotations included: it
+    overcounted (benchmarks/data/h200-2026-12-01/gpu_step_ratio.txt is that older figure)."""
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    device_us = sum(e.device_time_total for e in prof.events()
-                    if e.device_type == torch.autograd.DeviceType.CUDA)
-    return device_us / 1e3 / n if device_us > 0 else None
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+    prof.start()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    prof.stop()
+    busy_ns = gpu_busy.union_ns(gpu_busy.device_spans(prof))
+    return busy_ns / 1e6 / n if busy_ns > 0 else None
 
 
 def build(cfg: workload.WorkloadConfig, dtype: torch.dtype, capturable: bool) -> Callable[[], object]:

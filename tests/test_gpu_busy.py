@@ -47,3 +47,9 @@ def test_a_probe_off_or_without_a_window_never_touches_torch() -> None:
     short.before(2)
     said = [short.after(i) for i in range(1, 6)]
     assert said[0] is not None and "not measured: warmup < 2" in said[0] and said[1:] == [None] * 4
+
+
+def test_share_and_ceiling_come_from_one_formula_and_are_clamped() -> None:
+    assert gpu_busy.launch_bound(42.32, 240.4) == pytest.approx((42.32 / 240.4, 240.4 / 42.32))
+    # a profiled window a little longer than the steady median (clock noise): never a share above 1 or a ceiling below 1
+    assert gpu_busy.launch_bound(90.0, 86.5) == (1.0, 1.0)

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from graphsweep.commands import console as _console
 from graphsweep.commands import fail, plain
+from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import prose
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.controller import process_alive
@@ -209,7 +210,7 @@ def launch_lines(paths: SweepPaths, plan: pd.DataFrame) -> list[str]:
         step = [f["step_ms_median"] for f in found if f.get("gpu_busy_ms") and f.get("step_ms_median")]
         if busy:
             b, e = float(pd.Series(busy).median()), float(pd.Series(step).median())
-            row = {"gpu_busy_share": min(1.0, b / e), "graph_ceiling": max(1.0, e / b), "eager_gpu_busy_ms": b,
-                   "eager_step_ms": e}
+            share, ceiling = launch_bound(b, e)
+            row = {"gpu_busy_share": share, "graph_ceiling": ceiling, "eager_gpu_busy_ms": b, "eager_step_ms": e}
             out.append(f"shape {shape_id} ({len(busy)} eager run(s)): {prose.launch(row)}")
     return out

@@ -18,6 +18,7 @@ later step). Standard library only at module level: the controller imports this 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from graphsweep import logformat as lf
 
@@ -27,6 +28,21 @@ FIRST = 2  # iteration 1 carries one-off set-up (allocator growth, first kernels
 def window(warmup: int) -> tuple[int, int] | None:
     """Iterations profiled for a run with this cuda_graph_warmup_steps; None when warmup < 2 leaves none."""
     return (FIRST, warmup) if warmup >= FIRST else None
+
+
+def launch_bound(busy_ms: float, step_ms: float) -> tuple[float, float]:
+    """(share of the step the GPU is busy, ceiling step / busy that no graph of this step can beat), both clamped:
+    the one formula the parser, the judge, the launch gate and `graphsweep status` use."""
+    return min(1.0, busy_ms / step_ms), max(1.0, step_ms / busy_ms)
+
+
+def device_spans(prof: Any) -> list[tuple[int, int]]:
+    """[start, end) ns of every GPU activity a stopped torch.profiler.profile recorded: kernels, memcpy, memset.
+    The GPU-side spans of `record_function` annotations are left out: they cover the gaps between kernels too."""
+    import torch
+
+    return [(e.start_ns(), e.end_ns()) for e in prof.profiler.kineto_results.events()
+            if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()]
 
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
@@ -90,8 +106,7 @@ class BusyProbe:
             torch.cuda.synchronize()
             prof, self._prof = self._prof, None
             prof.stop()
-            spans = [(e.start_ns(), e.end_ns()) for e in prof.profiler.kineto_results.events()
-                     if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()]
+            spans = device_spans(prof)
         except Exception as exc:  # noqa: BLE001
             return lf.gpu_busy_unmeasured(self.rank, f"{type(exc).__name__}: {exc}")
         if not spans:

@@ -16,11 +16,12 @@ The sentence a reader sees is written from these fields by judge/prose.py, and o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import interval as iv
 from graphsweep.judge import parity as lp
 from graphsweep.vocab import (
@@ -221,8 +222,7 @@ def _launch_bound(v: Verdict, eager: Sequence[ArmRun]) -> None:
     busy = _median_or_none([r.gpu_busy_ms for r in eager])
     if busy and v.eager_step_ms:
         v.eager_gpu_busy_ms = busy
-        v.gpu_busy_share = min(1.0, busy / v.eager_step_ms)
-        v.graph_ceiling = max(1.0, v.eager_step_ms / busy)
+        v.gpu_busy_share, v.graph_ceiling = launch_bound(busy, v.eager_step_ms)
 
 
 def judge_cell(

@@ -8,6 +8,7 @@ launch work from the host, not kernels from the GPU, so ``wall / busy`` bounds w
 
 from __future__ import annotations
 
+from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.parse.records import Evidence, RunSummary
 
 
@@ -16,5 +17,4 @@ def launch_figures(s: RunSummary, ev: Evidence) -> None:
     s.gpu_busy_ms = ev.gpu_busy_ms
     s.gpu_busy_note = ev.gpu_busy_note if ev.gpu_busy_ms is None else None
     if ev.gpu_busy_ms and s.step_ms_median:
-        s.gpu_busy_share = min(1.0, ev.gpu_busy_ms / s.step_ms_median)
-        s.graph_ceiling = max(1.0, s.step_ms_median / ev.gpu_busy_ms)
+        s.gpu_busy_share, s.graph_ceiling = launch_bound(ev.gpu_busy_ms, s.step_ms_median)

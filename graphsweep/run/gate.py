@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from graphsweep import logformat as lf
+from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.store.readback import read_summary
 from graphsweep.vocab import USABLE_OUTCOMES, RunDir
 
@@ -42,5 +43,5 @@ def decide(eager_summaries: Sequence[Path], margin: float) -> GateDecision:
         return GateDecision(False, None, None, 0, margin)
     busy = statistics.median(s["gpu_busy_ms"] for s in ok)
     step = statistics.median(s["step_ms_median"] for s in ok)
-    ceiling = max(1.0, step / busy)
-    return GateDecision(ceiling < 1 + margin, ceiling, min(1.0, busy / step), len(ok), margin)
+    share, ceiling = launch_bound(busy, step)
+    return GateDecision(ceiling < 1 + margin, ceiling, share, len(ok), margin)
