@@ -68,7 +68,7 @@ def kernel_busy_ms(fn: Callable[[], object], n: int) -> float | None:
         fn()
     torch.cuda.synchronize()
     prof.stop()
-    busy_ns = gpu_busy.union_ns(gpu_busy.device_spans(prof))
+    busy_ns = gpu_busy.union_ns(gpu_busy.device_spans(prof.profiler.kineto_results.events()))
     return busy_ns / 1e6 / n if busy_ns > 0 else None
 
 

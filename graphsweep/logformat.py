@@ -39,6 +39,8 @@ NO_GRAPH = f"{MARK} no cuda graph detected after "  # entry: a graph arm that ne
 PEAKS_RESET = f"{MARK} memory peaks reset after iteration "  # + i: mem-max-* of later lines are the steady window's
 # Both entries, eager arms: the GPU's busy time per iteration over a short profiled window (graphsweep/entry/gpu_busy.py)
 GPU_BUSY = f"{MARK} gpu busy: "
+# Both entries, eager arms, the same window: host ms per iteration by region (graphsweep/entry/host_time.py)
+HOST_TIME = f"{MARK} host time: "
 ENTRY_GRAPH_API = f"{MARK} graph api: "  # the Megatron entry's first line (rank 0)
 ENTRY_OVERRIDES = f"{MARK} overrides: "
 ENTRY_DONE = f"{MARK} done: wall seconds "
@@ -86,6 +88,16 @@ def gpu_busy(rank: int, first: int, last: int, busy_ms: float, activities: int) 
 
 def gpu_busy_unmeasured(rank: int, why: str) -> str:
     return f"{GPU_BUSY}rank {rank} not measured: {why}"
+
+
+def host_time(rank: int, first: int, last: int, step_ms: float, regions: Mapping[str, float]) -> str:
+    """`[graphsweep] host time: rank 0 iterations 2-3: 240.112 ms per iteration: attn 40.201, ..., outside 110.000`"""
+    parts = ", ".join(f"{name} {ms:.3f}" for name, ms in regions.items())
+    return f"{HOST_TIME}rank {rank} iterations {first}-{last}: {step_ms:.3f} ms per iteration: {parts}"
+
+
+def host_time_unmeasured(rank: int, why: str) -> str:
+    return f"{HOST_TIME}rank {rank} not measured: {why}"
 
 
 # The ABBA driver's markers around each segment of a pair job's combined log (graphsweep/run/abba.py); the
@@ -339,3 +351,8 @@ RE_PEAKS_RESET = re.compile(re.escape(PEAKS_RESET.encode()) + rb"(\d+)")
 GPU_BUSY_B = GPU_BUSY.encode()
 RE_GPU_BUSY = re.compile(re.escape(GPU_BUSY_B) + rb"rank (\d+) iterations (\d+)-(\d+): ([\d.]+) ms per iteration")
 RE_GPU_BUSY_UNMEASURED = re.compile(re.escape(GPU_BUSY_B) + rb"rank (\d+) not measured: (.*)")
+HOST_TIME_B = HOST_TIME.encode()
+RE_HOST_TIME = re.compile(re.escape(HOST_TIME_B)
+                          + rb"rank (\d+) iterations (\d+)-(\d+): ([\d.]+) ms per iteration: (.+)")
+RE_HOST_REGION = re.compile(rb"(\w+) ([\d.]+)")
+RE_HOST_TIME_UNMEASURED = re.compile(re.escape(HOST_TIME_B) + rb"rank (\d+) not measured: (.*)")

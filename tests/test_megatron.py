@@ -27,7 +27,8 @@ EXAMPLE = {p.stem: p for p in EXAMPLES}
 # What preflight blocks in the examples on purpose: the dropless MoE's full-iteration cell (it failed at capture on
 # an H200: docs/results-h200.md, section 3)
 EXPECTED_BLOCKS = {"megatron-tiny-moe": {"full_iteration": ["full_iteration_dropless_moe"]},
-                   "megatron-tiny-moe-paired": {"full_iteration": ["full_iteration_dropless_moe"]}}
+                   "megatron-tiny-moe-paired": {"full_iteration": ["full_iteration_dropless_moe"]},
+                   "megatron-moe-128e": {"full_iteration": ["full_iteration_dropless_moe"]}}
 GOLDEN = ROOT / "tests" / "golden"
 
 
@@ -39,10 +40,10 @@ def golden_text(spec_path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_there_are_three_example_sweeps_and_they_validate():
+def test_the_example_sweeps_validate():
     names = {load_spec(p).name for p in EXAMPLES}
     assert names == {"megatron-llama3-8b-dense", "megatron-1b-dense", "megatron-qwen3-30b-a3b-moe", "megatron-tiny-vanilla-gpt",
-                     "megatron-tiny-moe", "megatron-tiny-moe-paired", "megatron-tiny-2gpu"}
+                     "megatron-tiny-moe", "megatron-tiny-moe-paired", "megatron-tiny-2gpu", "megatron-moe-128e"}
 
 
 @pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)

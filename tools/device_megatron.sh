@@ -2,11 +2,13 @@
 # Device side (one GPU machine lent call by call): Megatron Bridge sweeps through graphsweep's own Snakemake +
 # submitit workflow. Calls must follow each other within the machine's idle limit (30 s): /tmp is the only state.
 #
+#   bash tools/device_megatron.sh setup             carry .whl (controller wheels, see tools/device_sweep.sh) and
+#                                                   .mbwhl/p1 (TE's torch sdist): install the wheels, copy this
+#                                                   checkout to /tmp/proj, start building the sdist (about 110 s on
+#                                                   16 cores) in the background while the next calls carry the rest
 #   bash tools/device_megatron.sh stash pN          carry .mbwhl (tools/megatron_payload.sh): keep part N in /tmp/mbx
-#   bash tools/device_megatron.sh setup             carry .whl (controller wheels, see tools/device_sweep.sh) too:
-#                                                   install them, copy this checkout to /tmp/proj
-#   bash tools/device_megatron.sh start SPEC...     reassemble + install the Megatron wheels (once), then run the
-#                                                   specs one after another in a detached session
+#   bash tools/device_megatron.sh start SPEC...     wait for the TE build, reassemble + install the Megatron wheels
+#                                                   (once), then run the specs one after another, detached
 #   bash tools/device_megatron.sh wait SECONDS      wait (at most SECONDS), report, pack results into $OUT
 #
 # Then on the CPU: unpack $OUT/results-*.tgz into results/examples/ and finish with --allowed-rules plan parse
@@ -24,7 +26,17 @@ case ${1:-} in
 stash)
   mkdir -p $MBX && cp .mbwhl/"$2"/* $MBX/ && ls $MBX | wc -l && took "stash $2" ;;
 setup)
-  mkdir -p $MBX
+  mkdir -p $MBX/src && cp .mbwhl/p1/* $MBX/
+  # TE's torch extension against this machine's torch and CUDA (tools/megatron-venv.sh step 5, the same flags)
+  cat > $MBX/te_build.sh <<'EOF2'
+set -eu
+cd /tmp/mbx/src && tar xzf /tmp/mbx/transformer_engine_torch-*.tar.gz && cd transformer_engine_torch-*
+NV=$(python3 -c "import nvidia; print(list(nvidia.__path__)[0])")
+export CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")") NVTE_FRAMEWORK=pytorch NVTE_PYTORCH_FORCE_BUILD=TRUE MAX_JOBS=16
+export CPATH=$NV/cu13/include:$NV/cudnn/include:$NV/nccl/include
+python3 -m pip wheel --no-build-isolation --no-deps -w /tmp/mbx/built .
+EOF2
+  (setsid nohup bash -c "bash $MBX/te_build.sh > $MBX/te_build.log 2>&1; echo \$? > $MBX/te_build.rc" < /dev/null > /dev/null 2>&1 &)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $SITE .whl/*.whl \
     > $MBX/pip_site.log 2>&1 || { tail -20 $MBX/pip_site.log; exit 1; }
   rm -rf $PROJ && mkdir -p $PROJ && tar cf - --exclude=./.whl --exclude=./.mbwhl --exclude=./.snakemake --exclude=./results . | tar xf - -C $PROJ
@@ -35,8 +47,11 @@ start)
   if [[ ! -f $MBSITE/.installed ]]; then
     (cd $MBX && big=$(ls transformer_engine_cu13-*.whl.piece.0 | sed 's/\.piece\.0$//') && cat "$big".piece.* > "$big" \
       && rm "$big".piece.* && sha256sum --quiet -c SHA256SUMS) || { echo "payload incomplete or corrupt"; exit 3; }
+    while [[ ! -f $MBX/te_build.rc ]]; do sleep 2; done
+    [[ $(cat $MBX/te_build.rc) == 0 ]] || { tail -30 $MBX/te_build.log; echo "TE torch build failed"; exit 5; }
+    took "TE torch built"
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $MBSITE $MBX/*.whl \
-      > $MBX/pip_mb.log 2>&1 || { tail -20 $MBX/pip_mb.log; exit 4; }
+      $MBX/built/transformer_engine_torch-*.whl > $MBX/pip_mb.log 2>&1 || { tail -20 $MBX/pip_mb.log; exit 4; }
     # the Core wheel ships its dataset helper compiled but no Makefile, and Bridge runs make (megatron-venv.sh #4)
     printf 'all:\n\t@true\n' > $MBSITE/megatron/core/datasets/Makefile && touch $MBSITE/.installed && took install
   fi

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from graphsweep import logformat as lf
 from graphsweep import provenance
 from graphsweep.entry import builtin_settings as settings
+from graphsweep.entry import host_time
 from graphsweep.entry.gpu_busy import BusyProbe
 from graphsweep.vocab import EAGER
 from torch import Tensor, nn
@@ -240,7 +241,9 @@ def train(cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None
     graph: torch.cuda.CUDAGraph | None = None
     static: tuple[Tensor, Tensor] | None = None
     replays = 0
-    busy = BusyProbe(0, cfg.warmup, enabled=cuda and cfg.variant == EAGER)  # how launch-bound eager is
+    # how launch-bound eager is, and where its host time goes (the sub-blocks a scoped graph would capture)
+    busy = BusyProbe(0, cfg.warmup, enabled=cuda and cfg.variant == EAGER, annotate=lambda: host_time.annotate_modules(
+        [(getattr(block, name), name) for block in model.blocks for name in SCOPES], opt))
     for i in range(1, cfg.iters + 1):
         busy.before(i)
         sync()
@@ -273,8 +276,8 @@ def train(cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None
                 say(lf.replay(i))
         say(lf.iteration_line(i, cfg.iters, micro_batch=cfg.micro_batch, elapsed_ms=ms,
                               tflops=flops / (ms * 1e-3) / 1e12, lr=LR, loss=loss.item(), grad_norm=grad_norm.item()))
-        if busy_line := busy.after(i):
-            say(busy_line)
+        for line in busy.after(i):
+            say(line)
         if cuda:
             say(lf.memory_line(0, i, torch.cuda.memory_stats()))  # every iteration: Bridge stops after iteration 2
             if i == cfg.warmup + 1:

@@ -17,10 +17,12 @@ later step). Standard library only at module level: the controller imports this 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from graphsweep import logformat as lf
+from graphsweep.entry import host_time
 
 FIRST = 2  # iteration 1 carries one-off set-up (allocator growth, first kernels, autotuning)
 
@@ -36,12 +38,13 @@ def launch_bound(busy_ms: float, step_ms: float) -> tuple[float, float]:
     return min(1.0, busy_ms / step_ms), max(1.0, step_ms / busy_ms)
 
 
-def device_spans(prof: Any) -> list[tuple[int, int]]:
-    """[start, end) ns of every GPU activity a stopped torch.profiler.profile recorded: kernels, memcpy, memset.
-    The GPU-side spans of `record_function` annotations are left out: they cover the gaps between kernels too."""
+def device_spans(events: Iterable[Any]) -> list[tuple[int, int]]:
+    """[start, end) ns of every GPU activity among a stopped torch.profiler.profile's KinetoEvents
+    (``prof.profiler.kineto_results.events()``): kernels, memcpy, memset. The GPU-side spans of `record_function`
+    annotations are left out: they cover the gaps between kernels too."""
     import torch
 
-    return [(e.start_ns(), e.end_ns()) for e in prof.profiler.kineto_results.events()
+    return [(e.start_ns(), e.end_ns()) for e in events
             if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()]
 
 
@@ -66,15 +69,28 @@ class BusyProbe:
     """Profile iterations first..last of this process; never raises into the training loop.
 
     ``before(i)`` at the start of iteration i and ``after(i)`` at its end; ``after(last)`` stops the profiler and
-    returns the line to print (the parsing of the trace happens there too, outside every measured iteration).
+    returns the lines to print (the parsing of the trace happens there too, outside every measured iteration).
+    With ``annotate`` (a function that opens the host-time regions and returns the function that closes them,
+    graphsweep/entry/host_time.py) the same window also profiles CPU activity and adds the host-time line.
     """
 
-    def __init__(self, rank: int, warmup: int, enabled: bool) -> None:
+    def __init__(self, rank: int, warmup: int, enabled: bool,
+                 annotate: Callable[[], Callable[[], None]] | None = None, cuda: bool = True) -> None:
         self.rank = rank
         self.window = window(warmup) if enabled else None
         self.enabled = enabled
+        self.annotate = annotate
+        self.cuda = cuda
         self._prof = None
+        self._undo: Callable[[], None] | None = None
+        self._t0 = 0
         self._failed: str | None = None
+
+    def _sync(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()  # kernels of earlier iterations must not count
 
     def before(self, iteration: int) -> None:
         if self.window is None or iteration != self.window[0] or self._failed:
@@ -82,34 +98,74 @@ class BusyProbe:
         try:
             import torch
 
-            torch.cuda.synchronize()  # kernels of earlier iterations must not count
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+            activities = [torch.profiler.ProfilerActivity.CUDA] if self.cuda else []
+            if self.annotate is not None:
+                activities.append(torch.profiler.ProfilerActivity.CPU)
+                self._undo = self.annotate()
+            self._sync()
+            prof = torch.profiler.profile(activities=activities)
             prof.start()
             self._prof = prof
+            self._t0 = time.perf_counter_ns()
         except Exception as exc:  # noqa: BLE001 - a diagnostic never takes a run
             self._failed = f"{type(exc).__name__}: {exc}"
+            self._close()
 
-    def after(self, iteration: int) -> str | None:
+    def _close(self) -> None:
+        undo, self._undo = self._undo, None
+        if undo is not None:
+            try:
+                undo()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def after(self, iteration: int) -> list[str]:
         if not self.enabled:
-            return None
+            return []
         if self.window is None:
-            return lf.gpu_busy_unmeasured(self.rank, "warmup < 2 leaves no eager iteration before the capture "
-                                          "iteration to profile") if iteration == 1 else None
+            why = "warmup < 2 leaves no eager iteration before the capture iteration to profile"
+            return self._unmeasured(why) if iteration == 1 else []
         first, last = self.window
         if iteration != last:
-            return None
+            return []
         if self._failed or self._prof is None:
-            return lf.gpu_busy_unmeasured(self.rank, self._failed or "the profiler did not start")
+            return self._unmeasured(self._failed or "the profiler did not start")
         try:
-            import torch
-
-            torch.cuda.synchronize()
+            self._sync()
+            wall_ns = time.perf_counter_ns() - self._t0
             prof, self._prof = self._prof, None
             prof.stop()
-            spans = device_spans(prof)
+            self._close()
+            events = list(prof.profiler.kineto_results.events())
+        except Exception as exc:  # noqa: BLE001
+            self._close()
+            return self._unmeasured(f"{type(exc).__name__}: {exc}")
+        n = last - first + 1
+        return [line for line in (self._busy_line(events, first, last, n), self._host_line(events, wall_ns, first, last, n))
+                if line]
+
+    def _unmeasured(self, why: str) -> list[str]:
+        lines = [lf.gpu_busy_unmeasured(self.rank, why)] if self.cuda else []
+        if self.annotate is not None:
+            lines.append(lf.host_time_unmeasured(self.rank, why))
+        return lines
+
+    def _busy_line(self, events: list[Any], first: int, last: int, n: int) -> str | None:
+        if not self.cuda:
+            return None
+        try:
+            spans = device_spans(events)
         except Exception as exc:  # noqa: BLE001
             return lf.gpu_busy_unmeasured(self.rank, f"{type(exc).__name__}: {exc}")
         if not spans:
             return lf.gpu_busy_unmeasured(self.rank, "the profiler recorded no GPU activity (CUPTI unavailable?)")
-        n = last - first + 1
         return lf.gpu_busy(self.rank, first, last, union_ns(spans) / 1e6 / n, len(spans))
+
+    def _host_line(self, events: list[Any], wall_ns: int, first: int, last: int, n: int) -> str | None:
+        if self.annotate is None:
+            return None
+        try:
+            ms = host_time.per_iteration_ms(host_time.region_ns(events), wall_ns, n)
+        except Exception as exc:  # noqa: BLE001
+            return lf.host_time_unmeasured(self.rank, f"{type(exc).__name__}: {exc}")
+        return lf.host_time(self.rank, first, last, wall_ns / 1e6 / n, ms)

@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run by path: graphsweep's stdlib-only modules c
 
 from graphsweep import logformat as lf  # noqa: E402  (standard library only)
 from graphsweep import provenance  # noqa: E402  (standard library only)
+from graphsweep.entry import host_time  # noqa: E402  (standard library only; torch inside)
 from graphsweep.entry.gpu_busy import BusyProbe  # noqa: E402  (standard library only; torch inside)
 
 MARK = lf.MARK
@@ -295,7 +296,9 @@ def make_callback(warmup: int, graph_arm: bool) -> Any:
         def on_train_step_start(self, context: Any) -> None:
             self.start_step = int(context.state.train_state.step)
             if self.busy is None:
-                self.busy = BusyProbe(rank_info()[0], warmup, enabled=not graph_arm)
+                model, optimizer = context.model, getattr(context, "optimizer", None)
+                self.busy = BusyProbe(rank_info()[0], warmup, enabled=not graph_arm,
+                                      annotate=lambda: host_time.annotate_megatron(model, optimizer))
             self.busy.before(self.start_step + 1)
             if self.last_end is None:
                 self.last_end = time.perf_counter()
@@ -314,8 +317,8 @@ def make_callback(warmup: int, graph_arm: bool) -> Any:
                 torch.cuda.reset_peak_memory_stats()  # every rank: each reports its own steady peak from here
                 if rank == 0:
                     print(lf.peaks_reset(iteration), flush=True)
-            if self.busy is not None and (busy_line := self.busy.after(iteration)):
-                print(busy_line, flush=True)  # every rank: each profiles its own GPU
+            for line in self.busy.after(iteration) if self.busy is not None else []:
+                print(line, flush=True)  # every rank: each profiles its own GPU and host
             lines = tracker.observe(iteration, count_graphs(context.model) if graph_arm else 0, wall)
             if rank == 0:
                 for line in lines:
@@ -429,5 +432,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_now(rc: int) -> None:
+    """End the process without the interpreter's teardown once every line is out: pretrain() has already
+    destroyed its process group and finished its checkpoints (Bridge 0.6.2 training/pretrain.py
+    _maybe_destroy_process_group, train.py finalize_async_saves(blocking=True)), so what remains is garbage
+    collection of the model and optimizer and the CUDA context's teardown, GPU-seconds that measure nothing."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    logging.shutdown()
+    os._exit(rc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

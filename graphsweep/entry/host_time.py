@@ -1,0 +1,187 @@
+"""Where an eager step's host time goes, by the part of the model a graph scope would capture.
+
+A scoped CUDA graph removes the host work of what it captures and nothing else: on a host-bound step the GPU
+ceiling (graphsweep/entry/gpu_busy.py) says how much *any* graph could win, this says how much of the host time
+each scope covers and what stays eager. The eager arm annotates the methods that a scope's graph replaces
+(``torch.profiler.record_function``, for the same profiled window as the GPU-busy probe: iterations 2..warmup),
+profiles CPU activity beside CUDA's, and charges every stretch of host time to the innermost region open on its
+thread. The backward pass runs on autograd's own thread: each ``autograd::engine::evaluate_function`` event is
+charged to the region of the forward op that made its node (the profiler's sequence number and forward thread
+link the two), so a region holds its forward *and* backward host time. One line per rank:
+
+    [graphsweep] host time: rank 0 iterations 2-3: 240.112 ms per iteration: attn 40.201, moe_router 12.000, ...
+
+Every figure is milliseconds of host wall time per iteration, the profiler's own per-op cost included (it weighs
+every region alike, by its op count); ``outside`` is the rest of the step (embedding, output layer and loss,
+gradient reduction, data, the training loop). The regions, and the scopes that cover them, are ``REGIONS`` and
+``COVERS`` below: Megatron Core 0.19.2's transformer_layer.py and moe/moe_layer.py name the methods (the TE graph
+of ``attn`` replays ``TransformerLayer._forward_attention``; ``moe_router`` the pre-MLP layernorm and
+``MoELayer.route`` with the shared experts; ``moe_preprocess`` ``MoELayer.preprocess``, i.e. the dispatcher's
+``dispatch_preprocess``; ``moe`` the whole MoE sublayer, legal only for drop-and-pad MoE).
+
+Standard library at module level: the controller imports REGIONS and COVERS; torch is imported inside.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+# Regions in the order a transformer layer runs them; "outside" is what no annotation covers.
+ATTN, MLP, ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER, OPTIMIZER, OUTSIDE = (
+    "attn", "mlp", "moe_router", "moe_preprocess", "dispatch", "experts", "moe_other", "optimizer", "outside")
+REGIONS = (ATTN, MLP, ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER, OPTIMIZER, OUTSIDE)
+
+# Which regions a graph of each scope (Megatron's cuda_graph_modules names) takes off the host. full_iteration
+# takes all of them; the dispatch, the experts and the MoE tail stay eager unless the whole MoE layer is captured.
+COVERS: dict[str, tuple[str, ...]] = {
+    "attn": (ATTN,),
+    "mlp": (MLP,),
+    "moe_router": (ROUTER,),
+    "moe_preprocess": (PREPROCESS,),
+    "moe": (ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER),
+    "full_iteration": REGIONS,
+}
+
+ANNOTATION = "graphsweep::"  # the record_function names of the regions
+BACKWARD = "autograd::engine::evaluate_function: "  # torch/csrc/autograd/engine.cpp: each node's backward
+
+# Megatron Core 0.19.2 (transformer/transformer_layer.py, transformer/moe/moe_layer.py): method -> region
+_LAYER_METHODS = (("_forward_attention", ATTN),)
+_MOE_LAYER_METHODS = (("route", ROUTER), ("shared_experts_compute", ROUTER), ("preprocess", PREPROCESS),
+                      ("dispatch", DISPATCH), ("combine", DISPATCH), ("routed_experts_compute", EXPERTS),
+                      ("postprocess", MOE_OTHER))
+
+
+def covered_regions(scopes: Iterable[str]) -> tuple[str, ...]:
+    """The regions a graph of these scopes takes off the host (unknown scope names cover nothing)."""
+    got = {r for s in scopes for r in COVERS.get(s, ())}
+    return tuple(r for r in REGIONS if r in got)
+
+
+def _wrap(obj: Any, method: str, region: str, undo: list[Callable[[], None]]) -> None:
+    """Open region `region` around obj.method for as long as the probe runs (an instance attribute shadows the
+    class's method; deleting it restores the method)."""
+    original = getattr(obj, method, None)
+    if original is None or method in vars(obj):
+        return
+    import torch
+
+    @functools.wraps(original)
+    def annotated(*args: Any, **kwargs: Any) -> Any:
+        with torch.profiler.record_function(ANNOTATION + region):
+            return original(*args, **kwargs)
+
+    setattr(obj, method, annotated)
+    undo.append(lambda: delattr(obj, method))
+
+
+def annotate_megatron(model: Iterable[Any], optimizer: Any) -> Callable[[], None]:
+    """Annotate Megatron Core's transformer and MoE layers of every model chunk, and the optimizer's step;
+    returns the function that removes the annotations."""
+    undo: list[Callable[[], None]] = []
+    for chunk in model or []:
+        for module in chunk.modules():
+            if hasattr(module, "_forward_attention") and hasattr(module, "_forward_mlp"):  # a TransformerLayer
+                moe = bool(getattr(module, "is_moe_layer", False))
+                for method, region in _LAYER_METHODS:
+                    _wrap(module, method, region, undo)
+                _wrap(module, "_forward_mlp", MOE_OTHER if moe else MLP, undo)
+                if moe:
+                    _wrap(module, "_forward_pre_mlp_layernorm", ROUTER, undo)
+            if all(hasattr(module, m) for m, _ in _MOE_LAYER_METHODS if m != "shared_experts_compute"):  # MoELayer
+                for method, region in _MOE_LAYER_METHODS:
+                    _wrap(module, method, region, undo)
+    if not undo:  # a zero for every region would read as "the scopes cover nothing"
+        raise RuntimeError("no Megatron Core TransformerLayer or MoELayer method to annotate (another Core version?)")
+    if optimizer is not None:
+        _wrap(optimizer, "step", OPTIMIZER, undo)
+    return lambda: [u() for u in reversed(undo)] and None
+
+
+def annotate_modules(pairs: Iterable[tuple[Any, str]], optimizer: Any) -> Callable[[], None]:
+    """Annotate each module's forward with its region (the builtin workload's attention and MLP sub-blocks)."""
+    undo: list[Callable[[], None]] = []
+    for module, region in pairs:
+        _wrap(module, "forward", region, undo)
+    if optimizer is not None:
+        _wrap(optimizer, "step", OPTIMIZER, undo)
+    return lambda: [u() for u in reversed(undo)] and None
+
+
+def exclusive_ns(intervals: Iterable[tuple[int, int, str]]) -> dict[str, int]:
+    """Time of each label where it is the innermost open interval ([start, end) ns on one thread; an interval
+    that outlives its parent is cut at the parent's end)."""
+    out: dict[str, int] = defaultdict(int)
+    stack: list[tuple[int, str]] = []
+    cursor = 0
+    for start, end, label in sorted(intervals, key=lambda t: (t[0], -t[1])):
+        while stack and stack[-1][0] <= start:
+            stop, top = stack.pop()
+            out[top] += stop - cursor
+            cursor = stop
+        if stack:
+            out[stack[-1][1]] += start - cursor
+            end = min(end, stack[-1][0])
+        cursor = start
+        stack.append((end, label))
+    while stack:
+        stop, top = stack.pop()
+        out[top] += stop - cursor
+        cursor = stop
+    return dict(out)
+
+
+def _innermost(points: list[tuple[int, int]], intervals: list[tuple[int, int, str]]) -> dict[int, str]:
+    """For each (time, key) point, the label of the innermost interval open at that time, if any."""
+    found: dict[int, str] = {}
+    events = sorted([(s, 0, e, label) for s, e, label in intervals] + [(t, 1, key, "") for t, key in points],
+                    key=lambda x: (x[0], x[1]))
+    stack: list[tuple[int, str]] = []
+    for time, kind, end_or_key, label in events:
+        while stack and stack[-1][0] <= time:
+            stack.pop()
+        if kind == 0:
+            stack.append((end_or_key, label))
+        elif stack:
+            found[end_or_key] = stack[-1][1]
+    return found
+
+
+def region_ns(events: Iterable[Any]) -> dict[str, int]:
+    """Host ns per region from a stopped profiler's CPU-side KinetoEvents (``prof.profiler.kineto_results.events()``):
+    annotations label the forward; backward nodes take the label of the forward op that created them."""
+    import torch
+
+    cpu = [e for e in events if e.device_type() == torch.autograd.DeviceType.CPU]
+    spans: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
+    for e in cpu:
+        if e.name().startswith(ANNOTATION):
+            spans[e.start_thread_id()].append((e.start_ns(), e.end_ns(), e.name()[len(ANNOTATION):]))
+    # forward ops that made an autograd node: (thread, sequence number) -> the region they ran in
+    origin: dict[tuple[int, int], str] = {}
+    for tid, regions in spans.items():
+        ops = [(e.start_ns(), e.sequence_nr()) for e in cpu
+               if e.start_thread_id() == tid and e.sequence_nr() >= 0 and not e.name().startswith(BACKWARD)]
+        for seq, region in _innermost(ops, regions).items():
+            origin[(tid, seq)] = region
+    for e in cpu:
+        if e.name().startswith(BACKWARD) and e.sequence_nr() >= 0:
+            region = origin.get((e.fwd_thread_id(), e.sequence_nr()))
+            if region is not None:
+                spans[e.start_thread_id()].append((e.start_ns(), e.end_ns(), region))
+    total: dict[str, int] = defaultdict(int)
+    for intervals in spans.values():
+        for region, ns in exclusive_ns(intervals).items():
+            total[region] += ns
+    return dict(total)
+
+
+def per_iteration_ms(ns: dict[str, int], wall_ns: int, iterations: int) -> dict[str, float]:
+    """{region: ms per iteration} for every region in REGIONS; ``outside`` = the window's wall time not in any
+    region (never below 0: threads that overlap could otherwise make it so)."""
+    ms = {r: ns.get(r, 0) / 1e6 / iterations for r in REGIONS if r != OUTSIDE}
+    ms[OUTSIDE] = max(0.0, wall_ns / 1e6 / iterations - sum(ms.values()))
+    return ms
