@@ -44,6 +44,7 @@ EOF2
   python3 -m snakemake --version && took setup ;;
 start)
   shift
+  for p in .mbwhl/p*/; do [[ -d $p ]] && cp "$p"* $MBX/; done  # a last small part may travel with this call
   if [[ ! -f $MBSITE/.installed ]]; then
     (cd $MBX && big=$(ls transformer_engine_cu13-*.whl.piece.0 | sed 's/\.piece\.0$//') && cat "$big".piece.* > "$big" \
       && rm "$big".piece.* && sha256sum --quiet -c SHA256SUMS) || { echo "payload incomplete or corrupt"; exit 3; }
@@ -55,6 +56,10 @@ start)
     # the Core wheel ships its dataset helper compiled but no Makefile, and Bridge runs make (megatron-venv.sh #4)
     printf 'all:\n\t@true\n' > $MBSITE/megatron/core/datasets/Makefile && touch $MBSITE/.installed && took install
   fi
+  # every cell's exact command through Bridge's own validation before any GPU second (tools/check_bridge_argv.py)
+  for spec in "$@"; do (cd $PROJ && python3 tools/check_bridge_argv.py "$spec" 2>&1 | grep -v -i warn | tail -40) \
+    || { echo "a cell of $spec fails Bridge's validation: not started"; exit 6; }; done
+  took "argv check"
   cat > $MBX/sweeps.sh <<EOF
 cd $PROJ
 for spec in $*; do
