@@ -57,8 +57,11 @@ start)
     printf 'all:\n\t@true\n' > $MBSITE/megatron/core/datasets/Makefile && touch $MBSITE/.installed && took install
   fi
   # every cell's exact command through Bridge's own validation before any GPU second (tools/check_bridge_argv.py)
-  for spec in "$@"; do (cd $PROJ && python3 tools/check_bridge_argv.py "$spec" 2>&1 | grep -v -i warn | tail -40) \
-    || { echo "a cell of $spec fails Bridge's validation: not started"; exit 6; }; done
+  for spec in "$@"; do
+    (cd $PROJ && python3 tools/check_bridge_argv.py "$spec" > $MBX/check.log 2>&1); rc=$?
+    grep -v -i warn $MBX/check.log | tail -40
+    (( rc == 0 )) || { echo "a cell of $spec fails Bridge's validation: not started"; exit 6; }
+  done
   took "argv check"
   cat > $MBX/sweeps.sh <<EOF
 cd $PROJ
