@@ -12,6 +12,7 @@ import pytest
 
 from graphsweep import logformat as lf
 from graphsweep.entry import host_time
+from tests.support import ROOT
 
 
 def test_time_goes_to_the_innermost_open_region() -> None:
@@ -24,10 +25,21 @@ def test_time_goes_to_the_innermost_open_region() -> None:
 
 
 def test_outside_is_the_rest_of_the_step_and_never_negative() -> None:
-    ms = host_time.per_iteration_ms({"attn": 40_000_000, "experts": 20_000_000}, wall_ns=200_000_000, iterations=2)
-    assert ms["attn"] == 20.0 and ms["experts"] == 10.0 and ms["outside"] == 70.0
-    assert list(ms) == list(host_time.REGIONS)
-    assert host_time.per_iteration_ms({"attn": 300}, wall_ns=100, iterations=1)["outside"] == 0.0
+    RT = host_time.RegionTime
+    got = host_time.per_iteration({"attn": RT(40_000_000, 2_000_000, 300), "experts": RT(20_000_000, 0, 100),
+                                   "outside": RT(0, 4_000_000, 50)}, wall_ns=200_000_000, iterations=2)
+    assert got["attn"] == (20.0, 1.0, 150) and got["experts"] == (10.0, 0.0, 50)
+    assert got["outside"] == (70.0, 2.0, 25)  # the wall time no region holds, with its own waits and events
+    assert list(got) == list(host_time.REGIONS)
+    assert host_time.per_iteration({"attn": RT(300)}, wall_ns=100, iterations=1)["outside"][0] == 0.0
+
+
+def test_the_engine_gap_before_a_backward_node_is_that_nodes() -> None:
+    nodes = [(100, 200, "attn"), (250, 300, "experts"), (10_000_000, 10_000_100, "attn"), (260, 270, "attn")]
+    spans = host_time._backward_spans(nodes)
+    assert (200, 300, "experts") in spans  # 50 ns gap: the engine readying the experts' node
+    assert (10_000_000, 10_000_100, "attn") in spans  # a 10 ms gap is something else: not charged
+    assert (260, 270, "attn") in spans  # a nested node stays as it is
 
 
 def test_each_scope_covers_what_its_graph_replays() -> None:
@@ -40,16 +52,25 @@ def test_each_scope_covers_what_its_graph_replays() -> None:
 
 
 def test_the_line_round_trips_through_the_parsers_pattern() -> None:
-    line = lf.host_time(0, 2, 4, 240.1119, {"attn": 40.2, "moe_router": 12.0, "outside": 110.0})
+    line = lf.host_time(0, 2, 4, 240.1119, {"attn": (40.2, 0.5, 1520.4), "outside": (110.0, 3.25, 2210)})
     assert line == ("[graphsweep] host time: rank 0 iterations 2-4: 240.112 ms per iteration: "
-                    "attn 40.200, moe_router 12.000, outside 110.000")
+                    "attn 40.200 (wait 0.500, 1520 events), outside 110.000 (wait 3.250, 2210 events)")
     m = lf.RE_HOST_TIME.search(b"[default0]:" + line.encode())
     assert m is not None and m.group(1, 2, 3, 4) == (b"0", b"2", b"4", b"240.112")
-    assert dict(lf.RE_HOST_REGION.findall(m.group(5))) == {b"attn": b"40.200", b"moe_router": b"12.000",
-                                                           b"outside": b"110.000"}
+    assert lf.RE_HOST_REGION.findall(m.group(5)) == [(b"attn", b"40.200", b"0.500", b"1520"),
+                                                     (b"outside", b"110.000", b"3.250", b"2210")]
     miss = lf.host_time_unmeasured(1, "RuntimeError: no Megatron Core TransformerLayer")
     assert lf.RE_HOST_TIME.search(miss.encode()) is None
     assert lf.RE_HOST_TIME_UNMEASURED.search(miss.encode()).group(2).startswith(b"RuntimeError")
+
+
+def test_the_first_h200_logs_line_without_waits_still_reads() -> None:
+    log = ROOT / "results/examples/megatron-moe-128e/runs/s4096-f2da0d.eager.r1/log.txt"
+    m = lf.RE_HOST_TIME.search(log.read_bytes())
+    assert m is not None and m.group(4) == b"755.750"
+    regions = {k.decode(): (float(ms), wait) for k, ms, wait, _ in lf.RE_HOST_REGION.findall(m.group(5))}
+    assert list(regions) == list(host_time.REGIONS)
+    assert regions["experts"] == (416.53, b"")  # no wait/events figures in that line
 
 
 def test_megatron_annotation_refuses_a_model_it_cannot_read() -> None:
@@ -109,7 +130,7 @@ def test_a_backward_pass_is_charged_to_the_region_whose_forward_made_it() -> Non
     m = lf.RE_HOST_TIME.search(out.encode())
     assert m is not None, out
     assert m.group(2, 3) == (b"2", b"4")
-    ms = {k.decode(): float(v) for k, v in lf.RE_HOST_REGION.findall(m.group(5))}
+    ms = {k.decode(): float(v) for k, v, _, _ in lf.RE_HOST_REGION.findall(m.group(5))}
     # two layers' attention backward sleep 30 ms each per iteration; nothing else sleeps
     assert ms["attn"] >= 0.9 * 60 and ms["attn"] > 5 * ms["mlp"], ms
     assert ms["optimizer"] > 0 and ms["experts"] == 0.0

@@ -9,6 +9,7 @@
 #   bash tools/device_megatron.sh stash pN          carry .mbwhl (tools/megatron_payload.sh): keep part N in /tmp/mbx
 #   bash tools/device_megatron.sh start SPEC...     wait for the TE build, reassemble + install the Megatron wheels
 #                                                   (once), then run the specs one after another, detached
+#                                                   (PRE='cmd' runs cmd first in that session: a lone run)
 #   bash tools/device_megatron.sh wait SECONDS      wait (at most SECONDS), report, pack results into $OUT
 #
 # Then on the CPU: unpack $OUT/results-*.tgz into results/examples/ and finish with --allowed-rules plan parse
@@ -66,6 +67,7 @@ start)
   took "argv check"
   cat > $MBX/sweeps.sh <<EOF
 cd $PROJ
+${PRE:-}
 for spec in $*; do
   echo "=== \$spec \$(date +%T)"
   python3 -m snakemake --cores 12 --resources gpus=1 --keep-going --config spec=\$spec results=$RES

@@ -165,7 +165,7 @@ class BusyProbe:
         if self.annotate is None:
             return None
         try:
-            ms = host_time.per_iteration_ms(host_time.region_ns(events), wall_ns, n)
+            ms = host_time.per_iteration(host_time.region_times(events), wall_ns, n)
         except Exception as exc:  # noqa: BLE001
             return lf.host_time_unmeasured(self.rank, f"{type(exc).__name__}: {exc}")
         return lf.host_time(self.rank, first, last, wall_ns / 1e6 / n, ms)

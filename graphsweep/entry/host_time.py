@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -150,9 +151,42 @@ def _innermost(points: list[tuple[int, int]], intervals: list[tuple[int, int, st
     return found
 
 
-def region_ns(events: Iterable[Any]) -> dict[str, int]:
-    """Host ns per region from a stopped profiler's CPU-side KinetoEvents (``prof.profiler.kineto_results.events()``):
-    annotations label the forward; backward nodes take the label of the forward op that created them."""
+@dataclass
+class RegionTime:
+    """One region's host time over the profiled window."""
+
+    ns: int = 0  # host wall time in which this region is the innermost one open
+    wait_ns: int = 0  # of which inside a blocking CUDA runtime call: the host waiting for the GPU, not launching
+    events: int = 0  # profiler events that started in it: what the profiler's own per-event cost scales with
+
+
+# CUDA runtime calls in which the host waits for the GPU (CUPTI's runtime API records, on the calling thread)
+WAITS = frozenset({"cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize", "cudaMemcpy",
+                   "cudaMemcpyAsync", "cudaStreamQuery"})
+# Up to this long, the autograd thread's gap before a backward node is the engine readying that node: its region's
+ENGINE_GAP_NS = 200_000
+
+
+def _backward_spans(backward: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Top-level backward nodes of one thread, each widened to the engine gap before it (when short)."""
+    out: list[tuple[int, int, str]] = []
+    last_end: int | None = None
+    for start, end, region in sorted(backward):
+        if last_end is not None and start < last_end:
+            out.append((start, end, region))  # nested (reentrant backward): exclusive_ns charges the innermost
+            continue
+        if last_end is not None and 0 <= start - last_end <= ENGINE_GAP_NS:
+            start = last_end
+        out.append((start, end, region))
+        last_end = end
+    return out
+
+
+def region_times(events: Iterable[Any]) -> dict[str, RegionTime]:
+    """Host time per region from a stopped profiler's CPU-side KinetoEvents (``prof.profiler.kineto_results.events()``):
+    annotations label the forward; backward nodes take the label of the forward op that created them (and the
+    autograd engine's short gap before each); every other CPU event (aten ops, CUDA runtime calls) is counted in the
+    region open where it starts, ``outside`` when none is."""
     import torch
 
     cpu = [e for e in events if e.device_type() == torch.autograd.DeviceType.CPU]
@@ -167,21 +201,38 @@ def region_ns(events: Iterable[Any]) -> dict[str, int]:
                if e.start_thread_id() == tid and e.sequence_nr() >= 0 and not e.name().startswith(BACKWARD)]
         for seq, region in _innermost(ops, regions).items():
             origin[(tid, seq)] = region
+    backward: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
     for e in cpu:
         if e.name().startswith(BACKWARD) and e.sequence_nr() >= 0:
             region = origin.get((e.fwd_thread_id(), e.sequence_nr()))
             if region is not None:
-                spans[e.start_thread_id()].append((e.start_ns(), e.end_ns(), region))
-    total: dict[str, int] = defaultdict(int)
-    for intervals in spans.values():
+                backward[e.start_thread_id()].append((e.start_ns(), e.end_ns(), region))
+    for tid, nodes in backward.items():
+        spans[tid].extend(_backward_spans(nodes))
+    out: dict[str, RegionTime] = defaultdict(RegionTime)
+    for tid, intervals in spans.items():
         for region, ns in exclusive_ns(intervals).items():
-            total[region] += ns
-    return dict(total)
+            out[region].ns += ns
+    by_thread: dict[int, list[Any]] = defaultdict(list)
+    for e in cpu:
+        if not e.name().startswith((ANNOTATION, BACKWARD)):
+            by_thread[e.start_thread_id()].append(e)
+    for tid, evs in by_thread.items():
+        where = _innermost([(e.start_ns(), i) for i, e in enumerate(evs)], spans.get(tid, []))
+        for i, e in enumerate(evs):
+            rt = out[where.get(i, OUTSIDE)]
+            rt.events += 1
+            if e.name() in WAITS:
+                rt.wait_ns += e.end_ns() - e.start_ns()
+    return dict(out)
 
 
-def per_iteration_ms(ns: dict[str, int], wall_ns: int, iterations: int) -> dict[str, float]:
-    """{region: ms per iteration} for every region in REGIONS; ``outside`` = the window's wall time not in any
-    region (never below 0: threads that overlap could otherwise make it so)."""
-    ms = {r: ns.get(r, 0) / 1e6 / iterations for r in REGIONS if r != OUTSIDE}
-    ms[OUTSIDE] = max(0.0, wall_ns / 1e6 / iterations - sum(ms.values()))
-    return ms
+def per_iteration(times: dict[str, RegionTime], wall_ns: int, iterations: int) -> dict[str, tuple[float, float, float]]:
+    """{region: (ms, wait ms, events) per iteration} for every region in REGIONS; ``outside``'s ms is the window's
+    wall time not in any region (never below 0: threads that overlap could otherwise make it so)."""
+    n = iterations
+    got = {r: times.get(r, RegionTime()) for r in REGIONS}
+    out = {r: (t.ns / 1e6 / n, t.wait_ns / 1e6 / n, t.events / n) for r, t in got.items() if r != OUTSIDE}
+    rest = max(0.0, wall_ns / 1e6 / n - sum(ms for ms, _, _ in out.values()))
+    out[OUTSIDE] = (rest, got[OUTSIDE].wait_ns / 1e6 / n, got[OUTSIDE].events / n)
+    return out
