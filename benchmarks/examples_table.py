@@ -20,7 +20,8 @@ from graphsweep.vocab import SweepPaths
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "results" / "examples"
-SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense")
+SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense", "megatron-moe-128e",
+          "megatron-moe-128e-padded")
 
 
 def _f(x: object, spec: str) -> str:

@@ -22,8 +22,10 @@ from tests.support import ROOT, copy_workflow, snakemake
 
 
 EXAMPLES = ROOT / "results" / "examples"
-SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense")
-MEASURED_BUSY = ("h200-builtin", "megatron-1b-dense")  # ran with the eager arm's GPU-busy diagnostic
+SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense", "megatron-moe-128e",
+          "megatron-moe-128e-padded")
+# ran with the eager arm's GPU-busy diagnostic
+MEASURED_BUSY = ("h200-builtin", "megatron-1b-dense", "megatron-moe-128e", "megatron-moe-128e-padded")
 VERDICT_COLUMNS = ["cell_id", "verdict", "speedup", "ci_low", "ci_high", "n_eager", "n_graph", "loss_parity",
                    "mem_metric", "mem_delta_gb", "rule_id"]  # fmt: skip
 

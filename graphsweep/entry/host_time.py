@@ -236,3 +236,30 @@ def per_iteration(times: dict[str, RegionTime], wall_ns: int, iterations: int) -
     rest = max(0.0, wall_ns / 1e6 / n - sum(ms for ms, _, _ in out.values()))
     out[OUTSIDE] = (rest, got[OUTSIDE].wait_ns / 1e6 / n, got[OUTSIDE].events / n)
     return out
+
+
+def steady_shares(regions: dict[str, tuple[float, float, float | None]], window_ms: float,
+                  steady_ms: float) -> dict[str, float]:
+    """Each region's share of the steady (unprofiled) eager step. The profiled window runs slower than the steady
+    step by the profiler's own cost, about the same for every event it records (5.0 us an event on the 128-expert
+    MoE on an H200, benchmarks/data/h200-moe-host-time): with the events of each region known, that cost is taken
+    off each region before the shares are formed; without them (logs of ad664cb) the shares are the window's own,
+    which weigh event-heavy regions a little more."""
+    events = [e for _, _, e in regions.values()]
+    if all(e is not None for e in events) and sum(events) > 0 and window_ms > steady_ms > 0:
+        per_event = (window_ms - steady_ms) / sum(events)
+        ms = {r: max(0.0, m - e * per_event) for r, (m, _, e) in regions.items()}
+        total = steady_ms
+    else:
+        ms = {r: m for r, (m, _, _) in regions.items()}
+        total = window_ms
+    return {r: m / total for r, m in ms.items()} if total > 0 else {}
+
+
+def scope_estimate(step_ms: float, busy_ms: float | None, shares: dict[str, float], scopes: Iterable[str]) -> float:
+    """The step a graph of these scopes would leave if it took exactly its regions' host time off a host-bound step
+    and nothing else, never below the GPU's busy time: max(busy, step x (1 - covered share)). An estimate to read
+    beside the measured graph, not a bound (on the 128-expert MoE the measured speedups were 6-14 % above it, inside
+    their intervals: docs/results-h200.md section 6)."""
+    covered = sum(shares.get(r, 0.0) for r in covered_regions(scopes))
+    return max(busy_ms or 0.0, step_ms * (1.0 - covered))
