@@ -211,7 +211,7 @@ def test_realistic_moe_says_where_the_host_time_goes_and_the_estimate_meets_the_
         shares, busy = _host_shares(sweep / "runs" / run_id / "log.txt", runs.loc[run_id, "step_ms_median"])
         assert shares["experts"] > 0.5 and shares["optimizer"] + shares["outside"] > 0.25
         assert sum(shares.values()) == pytest.approx(1.0, abs=1e-4)
-        eager_ms = cmp.loc["attn", "eager_ms"]
+        eager_ms = cmp.loc["attn", "eager_step_ms"]
         for variant, names in scopes.items():
             estimate = eager_ms / host_time.scope_estimate(eager_ms, busy, shares, names)
             row = cmp.loc[variant]
