@@ -129,9 +129,9 @@ ROWS += [
         "walltime ends it. 8 steady iterations were measured before it", TIMEOUT, "hang_timeout", STEADY, "time_limit",
         "DUE TO TIME LIMIT", usable=True),
     Row("ff22_steady_hang_watchdog", "22", "Bridge PR #2258 (hang on GB300); torch 2.11 ProcessGroupNCCL watchdog text "
-        "(docs/megatron-facts.md §5.8, MLM #735): a collective timeout in steady state is retried once, in any arm", CRASHED, "nccl_error",
-        STEADY, "nccl_watchdog", "Watchdog caught collective operation timeout",
-        retried="Watchdog caught collective operation timeout"),
+        "(docs/megatron-facts.md §5.8, MLM #735): a collective timeout while a graph arm replays its graphs is that "
+        "replay's hang (the row's fix is cuda_graph_impl=none): not retried", CRASHED, "nccl_error",
+        STEADY, "nccl_watchdog", "Watchdog caught collective operation timeout"),
     Row("ff23_fsdp_te_replay_ima", "23", "MLM PR #4232, Bridge #2427: an illegal memory access at replay, TE scoped "
         "graphs + Megatron-FSDP; TE #3316's text. A graph arm's CUDA error: not retried", CRASHED,
         "illegal_memory_access", STEADY, "illegal_memory_access",

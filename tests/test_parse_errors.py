@@ -354,15 +354,18 @@ def test_find_transient(tmp_path: Path) -> None:
 
 
 def test_retry_failing_the_same_way_records_both_attempts(tmp_path: Path) -> None:
+    # an eager arm: a collective timeout is transient there (in a graph arm's replay it is not: test_failure_causes)
     wd = REFERENCE_LINES[14][0].encode()
-    first = write(tmp_path, HEAD + body(9) + [wd], name="log.transient.1.txt")
+    first = write(tmp_path, HEAD + body(9, capture=False) + [wd], name="log.transient.1.txt")
     info = {"state": "FAILED", "exit_code": 1, "attempt": 1,
             "previous_attempts": [{"log": str(first), "signature": "Watchdog caught collective operation timeout"}]}
-    s = parse_lines(tmp_path, HEAD + body(11) + [wd], run_info=info)
+    s = parse_lines(tmp_path, HEAD + body(11, capture=False) + [wd], run_info=info, arm="eager")
     assert (s.outcome, s.error_class) == ("crashed", "nccl_error")
-    assert "failed the same way twice" in s.reason and f"{first}:{len(HEAD) + len(body(9)) + 1}" in s.reason
-    assert s.previous_attempts[0]["line"] == len(HEAD) + len(body(9)) + 1
-    ok = parse_lines(tmp_path, HEAD + body(30) + END, run_info={**info, "state": "COMPLETED", "exit_code": 0})
+    at = len(HEAD) + len(body(9, capture=False)) + 1
+    assert "failed the same way twice" in s.reason and f"{first}:{at}" in s.reason
+    assert s.previous_attempts[0]["line"] == at
+    ok = parse_lines(tmp_path, HEAD + body(30, capture=False) + END, arm="eager",
+                     run_info={**info, "state": "COMPLETED", "exit_code": 0})
     assert ok.outcome == "completed" and "retried once" in ok.reason
 
 

@@ -30,6 +30,7 @@ OTHER_MEANING = {
     ("graphsweep/plan/planner.py", "blocked"): "a dry-run summary field (runs preflight blocked)",
     ("graphsweep/store/tables.py", "control"): "a column of comparison.parquet (an A/A cell)",
     ("graphsweep/constraints/graph.py", "graph"): "a substring of a Megatron field name (cuda_graph_impl, ...)",
+    ("graphsweep/entry/host_time.py", "is_moe_layer"): "an attribute of Megatron Core's TransformerLayer",
 }
 # where each kind of name is defined (and may be spelled)
 HOMES = {

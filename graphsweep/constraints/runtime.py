@@ -67,6 +67,13 @@ RUNTIME_ONLY: tuple[Constraint, ...] = (
     # MCore main (0.20.0, MLM PR #6643) transformer/cuda_graphs.py _get_cuda_graph_stream L146, when the local runners'
     # stream pool is built (absent in core_r0.19.0). PyTorch's bounded stream pool handed out one stream twice;
     # nothing in a config predicts it (the CUDA_DEVICE_MAX_CONNECTIONS warning L138-141 printed first is advice only)
+    # MCore main (d98e8a64dd, MLM PR #6535) tensor_parallel/gtp_symmetric_memory.py L173 RegisteredLIFOPool.alloc: the
+    # GTP reduce-scatter's registered buffers ran out inside a capture (`[GTP] RegisteredLIFOPool exhausted during
+    # CUDA-graph capture (group=..., numel=..., dtype=...): likely the warmup depth or RS concurrency changed between
+    # warmup and capture -- run more warmup iters.`); absent in core_r0.19.0
+    _c("gtp_pool_exhausted_at_capture", "RegisteredLIFOPool exhausted during CUDA-graph capture",
+       "MCore main tensor_parallel/gtp_symmetric_memory.py L173 (MLM PR #6535)",
+       "GTP's registered buffer pool must be warmed before capture (more warmup iterations)", CAPTURE),
     _c("cuda_graph_stream_aliasing", "CUDA graph stream pool contains aliased streams",
        "MCore main 0.20.0 transformer/cuda_graphs.py L146 (MLM PR #6643)",
        "the local graph runners need distinct CUDA streams", CAPTURE),

@@ -270,7 +270,7 @@ def _nccl(c: Ctx) -> RunSummary | None:
     exception no signature explains (a peer rank died first and the others waited for it)."""
     if not _unexplained(c):
         return _crash_by(sg.R_NCCL)(c)
-    sub = replace(c, hits=[h for h in c.hits if h.sig.rule == sg.R_NCCL and h.sig.retry != sg.RETRY_OUTSIDE_CAPTURE])
+    sub = replace(c, hits=[h for h in c.hits if h.sig.rule == sg.R_NCCL and h.sig.retry != sg.RETRY_NO_GRAPH])
     s = _crash_by(sg.R_NCCL)(sub) if sub.hits else None
     c.proof = sub.proof
     return s
@@ -441,16 +441,16 @@ RULES: tuple[Rule, ...] = (
          _crash_by(sg.R_NODE)),
     Rule(sg.R_OOM, "CUDA OOM: the allocator's, a raw `CUDA error: out of memory`, cuBLAS, NCCL calloc",
          "oom, oom (+ phase, requested size)", _cuda_oom),
-    Rule(sg.R_CAPTURE, "the capture failed: every cudaErrorStreamCapture* and cudaErrorCapturedEvent (by text or by "
-         "torch's `Search for` enum), PyTorch / MCore / TE capture texts", "blocked, blocked_capture, at its phase",
-         _graph_capture),
+    Rule(sg.R_CAPTURE, "the capture failed: every cudaErrorStreamCapture* and cudaErrorCapturedEvent (by text, by "
+         "torch's `Search for` enum, or on NCCL's `NCCL WARN Cuda failure '...'` line), PyTorch / MCore / TE capture "
+         "texts", "blocked, blocked_capture, at its phase", _graph_capture),
     Rule(sg.R_REPLAY, "the captured graph failed at replay: cudaErrorGraphExecUpdateFailure, MCore's replay checks",
          "crashed, graph_replay, at its phase", _graph_replay),
     Rule(sg.R_IMA, "`illegal memory access` (CUDA, NCCL WARN)",
          "crashed, illegal_memory_access (retried once in an eager arm only)", _crash_by(sg.R_IMA)),
     Rule(sg.R_NCCL, "NCCL watchdog timeout or hang, DistBackendError, NCCL remote / CUDA errors",
-         "crashed, nccl_error (a timeout outside a capture and a remote error: retried once; a timeout after a peer's "
-         "unexplained exception is that exception's `death`)", _nccl),
+         "crashed, nccl_error (a timeout while no graph runs and a remote error: retried once; a timeout after a "
+         "peer's unexplained exception is that exception's `death`)", _nccl),
     Rule(sg.R_SEGV, "Segmentation fault, exitcode -11, SIGSEGV", "crashed, segfault", _crash_by(sg.R_SEGV)),
     Rule(sg.R_CUDA, "any other CUDA error, named by its text and torch's `Search for` enum",
          "crashed, cuda_error (launch failure / illegal instruction: retried once in an eager arm only)",
@@ -532,17 +532,25 @@ def _context(ev: Evidence, arm: str, warmup: int | None, run_info: Mapping | Non
 
 def _retry_policy(c: Ctx) -> None:
     """The retry policy's verdict on a crashed run (signatures.transient_of): its failure lines before the end marker,
-    each with whether a capture was running, and whether Bridge named an exception no signature explains."""
+    each with whether a graph was running (a capture, or a graph arm's replay), and whether Bridge named an exception
+    no signature explains."""
     phases = [(h, phase_of(h, c.arm, c.warmup, c.ev)[0]) for h in c.hits]
-    seen = [(h.sig, phase == CAPTURE) for h, phase in phases if phase != TEARDOWN]
+    seen = [(h.sig, _graph_running(c, phase)) for h, phase in phases if phase != TEARDOWN]
     t = sg.transient_of(seen, c.arm, unexplained=_unexplained(c))
     c.s.transient = t.needle.decode() if t else None
     p = c.proof
     if t is None and p is not None and p.sig.retry and (phase := phase_of(p, c.arm, c.warmup, c.ev)[0]) != TEARDOWN:
-        if not sg.retries(p.sig, c.arm, phase == CAPTURE):
-            why = "it came during a capture: the capture's own hang" if p.sig.retry == sg.RETRY_OUTSIDE_CAPTURE \
-                else f"retried in an eager arm only; in a {c.arm} arm the graph is the suspect"
+        if not sg.retries(p.sig, c.arm, _graph_running(c, phase)):
+            why = f"retried in an eager arm only; in a {c.arm} arm the graph is the suspect"
+            if p.sig.retry == sg.RETRY_NO_GRAPH:
+                why = "it came during a capture: the capture's own hang" if phase == CAPTURE else \
+                    "it came while the graph arm replayed its graphs: a hang of the captured collectives repeats"
             c.s.reason += f" [not retried: {why} (docs/failures.md)]"
+
+
+def _graph_running(c: Ctx, phase: str) -> bool:
+    """A graph was running at that phase: a capture, or a graph arm past its capture (its graphs replay)."""
+    return phase == CAPTURE or (c.arm == GRAPH and phase == STEADY)
 
 
 def _phase_from_iteration(failing: int, arm: str, warmup: int | None, ev: Evidence) -> str:

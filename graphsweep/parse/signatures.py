@@ -17,11 +17,15 @@ catalogue does not know still proves its enum's class. The messages below are li
 "asynchronously reported", TORCH_USE_CUDA_DSA) are boilerplate and never a signature.
 
 The retry policy (docs/failures.md): a failed run is retried once only when every cause its log shows is transient
-for its arm (`retries`): node and network faults in any arm, NCCL collective timeouts outside a capture, and the CUDA
-kernel faults NVIDIA's perf harness retries only in an eager arm (in a graph arm the graph is the suspect).
+for its arm (`retries`): node and network faults in any arm, NCCL collective timeouts while no graph runs (not during
+a capture, nor in a graph arm replaying its graphs: NCCL's captured collectives can deadlock at replay, a hang the
+rerun repeats), and the CUDA kernel faults NVIDIA's perf harness retries only in an eager arm (in a graph arm the
+graph is the suspect).
 
 The parser finds candidate lines cheaply with ERROR_ANCHORS (every needle contains an anchor, or sits on an
-exception line, which contains "rror": tests check this), then tries only the needles of the anchors a line has.
+exception line, which contains "rror": tests check this), then tries only the needles of the anchors a line has. A
+CUDA runtime message (a signature with a `cuda_enum`) also arrives on NCCL's own line, `NCCL WARN Cuda failure
+'<cudaGetErrorString>'`, which holds no "rror": those signatures sit under that line's anchor too.
 This module is small on purpose: the run rule's waiting process imports it (find_transient) without pandas.
 """
 
@@ -63,9 +67,12 @@ EXCEPTION_RULES = (R_LAUNCH, R_CONFIG, R_ENV, R_API)
 
 # When a signature earns the one automatic retry (None: never; a rerun fails the same way)
 RETRY_ANY = "any arm"  # a node or network fault: a rerun on another node can fix it
-RETRY_OUTSIDE_CAPTURE = "outside a capture"  # an NCCL timeout; one during a capture is the capture's hang
+# an NCCL timeout: one during a capture is the capture's own hang, one in a graph arm replaying its graphs the replay's
+# (NCCL user guide "Using NCCL with CUDA Graphs": captured collectives "have been seen to cause CUDA to deadlock",
+# NCCL_GRAPH_MIXING_SUPPORT; vllm #2770, NeMo #13140, Bridge #3517, pytorch #196133): a rerun hangs the same way
+RETRY_NO_GRAPH = "while no graph runs"
 RETRY_EAGER = "eager arm only"  # a CUDA kernel fault NVIDIA's harness retries; in a graph arm the graph is the suspect
-RETRY_POLICIES = (RETRY_ANY, RETRY_OUTSIDE_CAPTURE, RETRY_EAGER)
+RETRY_POLICIES = (RETRY_ANY, RETRY_NO_GRAPH, RETRY_EAGER)
 EAGER_ARMS = (EAGER, CONTROL)  # arms that run no graph (a pair job runs both arms: a graph arm here)
 
 
@@ -94,9 +101,9 @@ LAUNCH_GATE_CLASS = "launch_gate"  # the error class of a graph run the launch g
 def _sig(rule: str, id: str, needle: str, outcome: str, error_class: str, source: str, *, retry: str | None = None,
          requires: str | None = None, symptom: bool = False, unless: str | None = None,
          unless_text: str | None = None, cuda_enum: str | None = None, neutral: bool = False,
-         fallback: bool = False) -> Signature:
+         fallback: bool = False, frame: str | None = None) -> Signature:
     return Signature(id, needle.encode(), outcome, error_class, source, rule, retry,
-                     requires.encode() if requires else None, None, symptom, unless,
+                     requires.encode() if requires else None, frame, symptom, unless,
                      unless_text.encode() if unless_text else None, cuda_enum, neutral, fallback)
 
 
@@ -208,6 +215,25 @@ RUNTIME: tuple[Signature, ...] = (
     # (router z-loss with the moe_router scope before MLM PR #5401)
     _sig(R_CAPTURE, "capture_pageable_copy", "Cannot copy between CPU and CUDA tensors during CUDA graph capture "
          "unless the CPU tensor is pinned.", B, "blocked_capture", "torch 2.11 ATen native/cuda/Copy.cu; MLM PR #5401"),
+    # TE >= 2.11 pytorch/graph.py _make_graphed_callables (main L770; v2.18 L631; TE PR #2376): the capture order
+    # (`_order`, MCore's from its schedule) has a dgrad graph without its wgrad graph (delay_wgrad_compute, EP overlap)
+    _sig(R_CAPTURE, "te_wgrad_dgrad_order", "doesn't match number of dgrad graphs", B, "blocked_capture",
+         "TE >= 2.11 pytorch/graph.py _make_graphed_callables (TE PR #2376)"),
+    # torch 2.11 aten/src/ATen/cuda/CUDAGeneratorImpl.cpp assertNotCapturing (the pieces in libtorch_cuda.so; every
+    # `Cannot call CUDAGeneratorImpl::<method>` is that check: current_seed, set_offset, get_offset, ...): code
+    # inside the capture read or set the CUDA RNG state (`torch.cuda.get_rng_state()`: activation checkpointing with
+    # torch's RNG, a non-graph-safe RNG tracker, a kernel wrapper saving its RNG state) -- `Cannot call
+    # CUDAGeneratorImpl::current_seed during CUDA graph capture. If you need this call to be captured, please file an
+    # issue. Current cudaStreamCaptureStatus: cudaStreamCaptureStatusActive`
+    _sig(R_CAPTURE, "rng_state_in_capture", "Cannot call CUDAGeneratorImpl::", B, "blocked_capture",
+         "torch 2.11 ATen/cuda/CUDAGeneratorImpl.cpp assertNotCapturing; pytorch #83148 (checkpoint in "
+         "make_graphed_callables), flash-attention #165"),
+    # MCore 0.19 fine-grained activation offloading frees a CUDA-graph static output on the first forward after the
+    # TE capture (pipeline_parallel/fine_grained_activation_offload.py bulk_offload: `release_tensor.untyped_storage()
+    # .resize_(0)`): torch's storage check refuses it. Proven only through that frame: the text itself is generic
+    _sig(R_CAPTURE, "offload_graph_output_resize", "Trying to resize storage that is not resizable", B,
+         "blocked_capture", "MLM #7009 (fine-grained activation offloading + TE scoped graphs, MCore 0.19)",
+         frame="bulk_offload"),
     # the caching allocator after a failed capture (torch 2.11 c10/cuda/CUDACachingAllocator.cpp:3662, the text in
     # libc10_cuda.so): a consequence, the cause is the capture error printed before it when there is one (TGI #3175)
     _sig(R_CAPTURE, "captures_underway", "captures_underway.empty() INTERNAL ASSERT FAILED", B, "blocked_capture",
@@ -226,14 +252,14 @@ RUNTIME: tuple[Signature, ...] = (
          cuda_enum="cudaErrorIllegalAddress"),
     # NCCL / distributed (docs/megatron-facts.md §5.8, §6.2)
     _sig(R_NCCL, "nccl_watchdog", "Watchdog caught collective operation timeout", C, "nccl_error",
-         f"torch 2.11 ProcessGroupNCCL watchdog (docs/megatron-facts.md §5.8, MLM #735); {BRIDGE_FLAKY}", retry=RETRY_OUTSIDE_CAPTURE),
+         f"torch 2.11 ProcessGroupNCCL watchdog (docs/megatron-facts.md §5.8, MLM #735); {BRIDGE_FLAKY}", retry=RETRY_NO_GRAPH),
     # torch 2.11 ProcessGroupNCCL HeartbeatMonitor (libtorch_cuda.so): a NCCL/CUDA API call hung inside the process;
     # torch's own text says to debug the hang, not to rerun it
     _sig(R_NCCL, "nccl_watchdog_stuck", "ProcessGroupNCCL's watchdog got stuck for", C, "nccl_error",
          "torch 2.11 ProcessGroupNCCL.cpp HeartbeatMonitor (libtorch_cuda.so)"),
     _sig(R_NCCL, "nccl_failed", "Some NCCL operations have failed or timed out.", C, "nccl_error",
          f"torch 2.11 ProcessGroupNCCL WorkNCCL::handleException (docs/megatron-facts.md §5.8); {BRIDGE_FLAKY}",
-         retry=RETRY_OUTSIDE_CAPTURE, symptom=True),
+         retry=RETRY_NO_GRAPH, symptom=True),
     # the exception torch raises for any NCCL error: the NCCL text inside it names the fault
     _sig(R_NCCL, "dist_backend", "torch.distributed.DistBackendError", C, "nccl_error", "docs/megatron-facts.md §5.8, §6.2", neutral=True),
     _sig(R_NCCL, "nccl_remote", "ncclRemoteError", C, "nccl_error",
@@ -244,6 +270,14 @@ RUNTIME: tuple[Signature, ...] = (
          "torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (docs/megatron-facts.md §5.8)", retry=RETRY_EAGER),
     _sig(R_NCCL, "cuda_call_failed", "Call to CUDA function failed.", C, "nccl_error",
          f"torch 2.11 NCCLUtils.cpp (ncclUnhandledCudaError); {BRIDGE_FLAKY}", retry=RETRY_EAGER),
+    # NCCL's own line for the CUDA call that failed under it (src/include/checks.h CUDACHECK `WARN("Cuda failure
+    # '%s'", cudaGetErrorString(err))`, driver calls `Cuda failure %d '%s'`), printed before torch's
+    # ncclUnhandledCudaError: `host:pid:tid [dev] enqueue.cc:267 NCCL WARN Cuda failure 'dependency created on
+    # uncaptured work in another stream'` (vllm #4432). A message this catalogue knows (a capture error, an illegal
+    # memory access) proves its own signature on this line; any other is this one
+    # that the run repeats or not is the other lines' to say (torch's ncclUnhandledCudaError): neutral
+    _sig(R_NCCL, "nccl_cuda_failure", "NCCL WARN Cuda failure ", C, "nccl_error",
+         "NCCL src/include/checks.h CUDACHECK (NCCL_DEBUG=WARN or INFO); vllm #4432", neutral=True, fallback=True),
     # segfault (docs/megatron-facts.md §5.8, MLM #6152: the 6th replay segfaults with exitcode -11): a native bug, it repeats
     _sig(R_SEGV, "segfault", "Segmentation fault", C, "segfault", "docs/megatron-facts.md §5.8, §6.2"),
     _sig(R_SEGV, "segfault_encountered", "Segfault encountered", C, "segfault", "docs/megatron-facts.md §5.8, §6.2"),
@@ -315,7 +349,12 @@ ERROR_ANCHORS: tuple[bytes, ...] = (
     b"Call to CUDA", b"[graphsweep]", b"Traceback", b"StopIteration", b"xiting program", b"Pretrain failed",
     # a death without an exception (graphsweep/parse/crash.py; logformat FATAL, LAUNCHER_SIGNAL)
     b"terminate called", b"death signal", b"got signal", b"[F",
+    # NCCL's own CUDA failure line (NCCL_CUDA_FAILURE): it carries the cudaGetErrorString text and no "rror"
+    b"Cuda failure",
 )
+
+
+NCCL_CUDA_FAILURE = ERROR_ANCHORS[-1]
 
 
 def anchored(sig: Signature) -> bool:
@@ -336,6 +375,8 @@ def _bucket() -> dict[bytes, tuple[Signature, ...]]:
             out[a].append(sig)
         if own and b"rror" not in own:  # the same text can also arrive as an exception message
             out[b"rror"].append(sig)
+        if sig.cuda_enum and NCCL_CUDA_FAILURE not in own:  # a CUDA runtime message: also on NCCL's WARN line
+            out[NCCL_CUDA_FAILURE].append(sig)
     return {a: tuple(v) for a, v in out.items()}
 
 
@@ -372,19 +413,20 @@ def matching(raw: bytes) -> tuple[Signature, ...]:
 # --------------------------------------------------------------------------------------------------
 # The retry policy: the run rule asks find_transient before it records a failed run; the classifier asks
 # transient_of with the parsed evidence. Both see the same signatures, the arm, and whether a capture was running.
-def retries(sig: Signature, arm: str | None, at_capture: bool) -> bool:
-    """This signature alone earns the one automatic retry, in this arm (None: unknown, read as a graph arm)."""
+def retries(sig: Signature, arm: str | None, graph_running: bool) -> bool:
+    """This signature alone earns the one automatic retry, in this arm (None: unknown, read as a graph arm).
+    `graph_running`: a capture was running, or a graph arm had reached its capture iteration (its graphs replay)."""
     if sig.retry == RETRY_ANY:
         return True
-    if sig.retry == RETRY_OUTSIDE_CAPTURE:
-        return not at_capture
+    if sig.retry == RETRY_NO_GRAPH:
+        return not graph_running
     return sig.retry == RETRY_EAGER and arm in EAGER_ARMS
 
 
 def transient_of(seen: Iterable[tuple[Signature, bool]], arm: str | None, *,
                  unexplained: bool = False) -> Signature | None:
-    """The transient signature that earns the retry, or None. `seen`: (signature, printed during a capture) of the
-    failure's lines (not those of its teardown: a failure after the end of training keeps its measurement).
+    """The transient signature that earns the retry, or None. `seen`: (signature, printed while a graph ran: see
+    `retries`) of the failure's lines (not those of its teardown: a failure after the end of training keeps its measurement).
     None when any cause shows that is not transient for this arm (a config or capture error, an OOM, a CUDA error
     in a graph arm, a walltime, a segfault, a NaN) or when Bridge's `Pretrain failed ... with X` names an exception
     no signature explains (`unexplained`): a rerun would fail the same way."""
@@ -396,20 +438,21 @@ def transient_of(seen: Iterable[tuple[Signature, bool]], arm: str | None, *,
 
 
 def withheld(seen: Iterable[tuple[Signature, bool]], arm: str | None) -> Signature | None:
-    """A signature that would be transient in an eager arm or outside a capture but is not here (why no retry)."""
+    """A signature that would be transient in an eager arm or while no graph runs but is not here (why no retry)."""
     return next((s for s, cap in seen if s.retry and not s.neutral and not retries(s, arm, cap)), None)
 
 
 class _Progress:
     """Where a log was when a line was printed, as classify.phase_of reads it: the last iteration, whether a capture
-    had started and not finished (logformat's capture markers), and the end of training (its marker, or the run's
-    last iteration)."""
+    had started and not finished (logformat's capture markers), whether one had finished (a graph arm's graphs then
+    replay), and the end of training (its marker, or the run's last iteration)."""
 
     def __init__(self, arm: str | None, warmup: int | None) -> None:
         self.graph = arm not in EAGER_ARMS
         self.capture_iteration = warmup + 1 if warmup is not None else None
         self.last: int | None = None
         self.capturing = False
+        self.captured = False
         self.ended = False
 
     def see(self, raw: bytes) -> None:
@@ -421,13 +464,15 @@ class _Progress:
                 self.capturing = True
             if any(n in raw for n in lf.CAPTURE_DONE_NEEDLES) or lf.TE_CAPTURE_TIME_RE.search(raw) \
                     or lf.LOCAL_BUILT.search(raw):
-                self.capturing = False
+                self.capturing, self.captured = False, True
         if any(n in raw for n in lf.END_MARKERS):
             self.ended = True
 
-    def at_capture(self) -> bool:
+    def graph_running(self) -> bool:
+        """A capture runs, or a graph arm is at or past its capture iteration (or past a finished capture)."""
         failing = (self.last or 0) + 1
-        return self.capturing or (self.graph and failing == self.capture_iteration)
+        reached = self.capture_iteration is not None and failing >= self.capture_iteration
+        return self.capturing or (self.graph and (reached or self.captured))
 
 
 def find_transient(log: str | bytes | Path, *, arm: str | None = None, warmup: int | None = None) -> str | None:
@@ -446,7 +491,7 @@ def find_transient(log: str | bytes | Path, *, arm: str | None = None, warmup: i
         if not sigs and b"Pretrain failed" in raw and lf.BRIDGE_FAILED.search(raw):
             unexplained = True  # Bridge names the exception that ended pretrain(), and no signature explains it
         for s in sigs:
-            seen.setdefault(s.id, (s, where.at_capture()))
+            seen.setdefault(s.id, (s, where.graph_running()))
     hit = transient_of(seen.values(), arm, unexplained=unexplained)
     return hit.needle.decode() if hit else None
 
