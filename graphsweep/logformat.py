@@ -349,6 +349,7 @@ RE_CAPTURE_SECONDS = re.compile(re.escape(CAPTURE_SECONDS.encode()) + rb"\s*" + 
 RE_CAPTURE_ITERATION_EXCESS = re.compile(re.escape(CAPTURE_ITERATION_EXCESS.encode()) + rb"\s*" + _F)
 ENTRY_GRAPH_API_B = ENTRY_GRAPH_API.encode()
 RE_GRAPHS_DETECTED = re.compile(re.escape(GRAPHS_DETECTED.encode()) + rb"(\d+) at iteration (\d+)")
+RE_NO_GRAPH = re.compile(re.escape(NO_GRAPH.encode()) + rb"(\d+) iterations")
 RE_REPLAY = re.compile(re.escape(REPLAY.encode()) + rb"(\d+)")
 RE_REPLAYS = re.compile(re.escape(REPLAYS.encode()) + rb"(\d+)")
 RE_PEAKS_RESET = re.compile(re.escape(PEAKS_RESET.encode()) + rb"(\d+)")

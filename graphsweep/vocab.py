@@ -24,15 +24,16 @@ OOM = "oom"
 CRASHED = "crashed"
 TIMEOUT = "timeout"  # walltime hit; usable when the steady window was complete
 INVALID = "invalid"  # a graph arm without capture + replay evidence, or an eager arm that captured
+UNCAPTURED = "uncaptured"  # a graph arm whose log says it holds no CUDA graph (0 graphable layers): it trained eager
 UNPARSEABLE = "unparseable"
-RESULT_OUTCOMES = (COMPLETED, BLOCKED, OOM, CRASHED, TIMEOUT, INVALID, UNPARSEABLE)
+RESULT_OUTCOMES = (COMPLETED, BLOCKED, OOM, CRASHED, TIMEOUT, INVALID, UNCAPTURED, UNPARSEABLE)
 # Infrastructure: the run rule fails so Snakemake retries it; never recorded as a result.
 PREEMPTED, NODE_FAIL, CANCELLED, LOST = "preempted", "node_fail", "cancelled", "lost"
 INFRA_OUTCOMES = (PREEMPTED, NODE_FAIL, CANCELLED, LOST)
 OUTCOMES = RESULT_OUTCOMES + INFRA_OUTCOMES
 USABLE_OUTCOMES = (COMPLETED, TIMEOUT)  # may carry a steady window (a timeout after the window still measured)
 # The worse of two segments' outcomes names a paired arm (a graph arm that OOMs once is an OOM arm).
-OUTCOME_SEVERITY = (COMPLETED, TIMEOUT, UNPARSEABLE, CRASHED, INVALID, OOM, BLOCKED)
+OUTCOME_SEVERITY = (COMPLETED, TIMEOUT, UNPARSEABLE, CRASHED, INVALID, UNCAPTURED, OOM, BLOCKED)
 
 # Phases of a run in which a failure happened
 SETUP, WARMUP, CAPTURE, STEADY, TEARDOWN = "setup", "warmup", "capture", "steady", "teardown"

@@ -114,7 +114,8 @@ def _rows(s: RunSummary) -> list[tuple[str, str]]:
                         f"{_num(s.peak_mem_before_capture_gb, '{:.3f} GB')})"),
         ("capture", f"seen {s.capture_seen}, replay {s.replay_seen}"
                     + (f", {s.capture_s:.3f} s" if s.capture_s is not None else "")
-                    + (f", {s.graphable_layers} graphable layers" if s.graphable_layers is not None else "")),
+                    + (f", {s.graphable_layers} graphable layers" if s.graphable_layers is not None else "")
+                    + (f", {s.graphs_captured} graphs held" if s.graphs_captured is not None else "")),
     ]
     if s.transient:
         rows.append(("transient", s.transient))

@@ -128,6 +128,7 @@ def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping
                 loss=_losses(by_run, r, nan_seen=r.get("error_class") == "nan"),
                 steady_reason=str(r.get("steady_reason") or ""),
                 gpu_busy_ms=_number(r, "gpu_busy_ms"),
+                graphs_captured=None if (n := _number(r, "graphs_captured")) is None else int(n),
             )
         )
     return out

@@ -15,7 +15,7 @@ from graphsweep.judge import parity as lp
 from graphsweep.judge import verdict as vd
 from graphsweep.vocab import (
     BASELINE_FAILED, BLOCKED, CONTROL, FAILED, GRAPH, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN,
-    SPEEDUP, TIMEOUT, UNVERIFIED, USABLE_OUTCOMES,
+    SPEEDUP, TIMEOUT, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES,
 )  # fmt: skip
 
 
@@ -208,6 +208,9 @@ def _sentence(row: Mapping[str, Any]) -> str:
     if verdict == INVALID and outcome in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE):
         tail = f"; its step time {interval(row)} is not a result" if _get(row, "speedup") is not None else ""
         return f"the graph arm trains another model: {parity(row)}{tail}"
+    if verdict == INVALID and outcome == vd.GRAPH_CAPTURED_NOTHING:
+        return (f"{_of(row, GRAPH, UNCAPTURED)} graph runs captured no CUDA graph: they trained eager, so their step "
+                f"time is no graph result ({_failure(row)})")
     if verdict == INVALID:
         return (f"{_of(row, GRAPH, INVALID)} graph runs completed without evidence that a graph was captured and "
                 f"replayed ({_failure(row)}){timing}")

@@ -1,8 +1,9 @@
 """The verdict of one cell: a graph variant's runs against the eager baseline of its shape, as numbers.
 
 Outcomes first, then timing, then loss parity:
-- no usable eager run -> baseline-failed; a blocked graph run -> blocked; a graph run without capture and replay
-  evidence -> invalid; a graph OOM -> oom; no usable graph run -> failed;
+- no usable eager run -> baseline-failed; a blocked graph run -> blocked; a graph run that captured no graph
+  (outcome uncaptured) or without capture and replay evidence -> invalid; a graph OOM -> oom; no usable graph run ->
+  failed;
 - otherwise the interval of eager/graph step time from the per-job steady medians (judge/interval.py: jobs are
   the replicates, a resolution floor, an allowance for thin arms, never pooled) against the band 1 +- margin;
 - loss parity (judge/parity.py) on every graph run with a loss, usable or not: a NaN/Inf loss, or a persistent
@@ -26,7 +27,7 @@ from graphsweep.judge import interval as iv
 from graphsweep.judge import parity as lp
 from graphsweep.vocab import (
     AA, BASELINE_FAILED, BLOCKED, COMPLETED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN, SPEEDUP,
-    TIMING_VERDICTS, UNVERIFIED, USABLE_OUTCOMES, VERDICTS,
+    TIMING_VERDICTS, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES, VERDICTS,
 )  # fmt: skip
 
 # The memory a cell's arms are compared on (runs.parquet column -> its words), best first; a cell uses the first one
@@ -49,6 +50,7 @@ GRAPH_FIXES_FAILURE = "graph-fixes-failure"
 GRAPH_INTRODUCES_FAILURE = "graph-introduces-failure"
 GRAPH_BLOCKED = "graph-blocked"
 GRAPH_INVALID = "graph-invalid"
+GRAPH_CAPTURED_NOTHING = "graph-captured-nothing"  # a graph run held no CUDA graph: it trained eager (parse/captured.py)
 GRAPH_LOSS_DIVERGED = "graph-loss-diverged"
 GRAPH_LOSS_NONFINITE = "graph-loss-nonfinite"
 GRAPH_TOO_SHORT = "graph-too-short"  # graph runs completed with too few iterations for a steady window
@@ -68,6 +70,7 @@ class ArmRun:
     loss: Mapping[int, float] = field(default_factory=dict)  # iteration -> lm loss, every iteration printed
     steady_reason: str = ""  # why the run has the steady window it has (parse/window.py), e.g. too few iterations
     gpu_busy_ms: float | None = None  # eager arms: GPU busy ms per iteration (parse/busy.py)
+    graphs_captured: int | None = None  # graph arms: CUDA graphs the run held (parse/captured.py); None: unsaid
 
     def __post_init__(self) -> None:
         if self.outcome not in RESULT_OUTCOMES:
@@ -159,6 +162,8 @@ class Verdict:
     eager_gpu_busy_ms: float | None = None
     gpu_busy_share: float | None = None
     graph_ceiling: float | None = None  # eager step / GPU busy: no graph of this step can be faster than this
+    # what the graph runs captured (parse/captured.py): the fewest CUDA graphs (graphed layers) any of them held
+    graphs_captured: int | None = None
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
@@ -267,6 +272,8 @@ def judge_cell(
         v.graph_resolution_ms = max(r.print_step_ms for r in g_ok)
     g_out, e_out = {r.outcome for r in graph}, {r.outcome for r in eager}
     _launch_bound(v, e_ok)
+    counts = [r.graphs_captured for r in graph if r.graphs_captured is not None]
+    v.graphs_captured = min(counts) if counts else None
 
     # 1. No baseline, no verdict.
     if not e_ok:
@@ -277,6 +284,8 @@ def judge_cell(
     # 2. Deterministic graph-arm outcomes dominate, even when some repeats completed.
     if BLOCKED in g_out:
         return _fail(v, BLOCKED, GRAPH_BLOCKED, _first(graph, BLOCKED))
+    if UNCAPTURED in g_out:  # it trained eager: its step time is no graph's, whatever it measured
+        return _fail(v, INVALID, GRAPH_CAPTURED_NOTHING, _first(graph, UNCAPTURED))
     if INVALID in g_out:
         return _fail(v, INVALID, GRAPH_INVALID, _first(graph, INVALID))
     # 3. Loss parity of every graph run with a loss: a NaN'd or departed run is another model, never a lost run.

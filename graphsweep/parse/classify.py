@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 from graphsweep import logformat as lf
-from graphsweep.parse import crash, signatures as sg
+from graphsweep.parse import captured, crash, signatures as sg
 from graphsweep.parse.measure import measure
 from graphsweep.parse.records import Evidence, Hit, Mark, RunSummary
 from graphsweep.parse.signatures import INFRA_STATES, TIME_LIMIT, Signature
@@ -77,11 +77,6 @@ def phase_of(h: Hit, arm: str, warmup: int | None, ev: Evidence) -> tuple[str, i
         return (WARMUP if failing < cap else CAPTURE if failing == cap else STEADY), failing
     first = warmup + 2 if warmup is not None else 2
     return (WARMUP if failing < first else STEADY), failing
-
-
-_NO_CAPTURE = ("graph arm {what} without any CUDA-graph capture line (TE `Time spent in CUDA Graphs capture`, "
-               "full-iteration `CUDA graph capture done for training!!!`, optimizer `Optimizer CUDA graph capture "
-               "done!!!`, local `> built N cuda graph(s)`): not a graph measurement")
 
 
 def _after_end(ev: Evidence, m: Hit | Mark | None) -> bool:
@@ -214,10 +209,20 @@ def _no_capture(c: Ctx) -> RunSummary | None:
             and s.last_iteration > cap and not (c.ended and not c.hits and c.exited_ok)):
         return None
     other = c.pick(*_RUNTIME_RULES)
-    c.fail(INVALID, "no_capture", ev.no_graphable, _NO_CAPTURE.format(
+    c.fail(INVALID, "no_capture", ev.no_graphable, captured.NO_CAPTURE.format(
         what=f"ran past its capture iteration {cap} (to iteration {s.last_iteration})"), phase=False)
     if ev.no_graphable is not None:
         s.reason = f"graph arm ran past its capture iteration but captured nothing: {ev.no_graphable.text.strip()}"
+    s.reason += f"; it then printed {other.sig.id} at {_where(other)}" if other else ""
+    return s
+
+
+def _captured_nothing(c: Ctx) -> RunSummary | None:
+    """A graph arm whose log says it holds no CUDA graph trained eager: no graph result, whatever it printed after."""
+    if c.arm != GRAPH or c.ev.graphs_captured != 0:
+        return None
+    s = captured.nothing(c.s, c.ev)
+    other = c.pick(*_RUNTIME_RULES)
     s.reason += f"; it then printed {other.sig.id} at {_where(other)}" if other else ""
     return s
 
@@ -370,16 +375,7 @@ def _completed(c: Ctx) -> RunSummary | None:
             "(logger.log_interval? wrong file?)"
         return s
     if c.arm == GRAPH and not (s.capture_seen and s.replay_seen):
-        s.outcome, s.error_class = INVALID, ("no_capture" if not s.capture_seen else "no_replay")
-        if ev.no_graphable is not None:
-            _set_sig(s, ev.no_graphable)
-            s.reason = f"graph arm completed but captured nothing: {ev.no_graphable.text.strip()}"
-        elif not s.capture_seen:
-            s.reason = _NO_CAPTURE.format(what="ran to its end")
-        else:
-            s.reason = f"graph arm captured (iteration {ev.capture_iteration}) but no iteration ran after the " \
-                       "capture: no evidence of replay"
-        return s
+        return captured.no_evidence(s, ev)
     if c.arm == EAGER and s.capture_seen:
         s.outcome, s.error_class = INVALID, "graph_in_eager"
         s.reason = f"eager arm shows CUDA-graph capture ({ev.capture_marker}): not an eager baseline"
@@ -434,6 +430,10 @@ RULES: tuple[Rule, ...] = (
          _blocked_by(sg.R_API)),
     Rule("graph-module-name", "`KeyError: '<name>'` in a traceback through MCore's cuda_graph_config",
          "blocked, blocked_config", _graph_module_name),
+    Rule("captured-nothing", "a graph arm whose log says it holds no CUDA graph: `Rank 0: 0 graphable layers.` with "
+         "its capture time, `No graphable layers found`, the entry's `no cuda graph detected after N iterations`",
+         "uncaptured, captured_nothing, capture, whatever it printed after (it trained eager: never a speedup)",
+         _captured_nothing),
     Rule("no-capture", "a graph arm past its capture iteration (warmup + 1) without any capture line",
          "invalid, no_capture, whatever it printed after", _no_capture),
     Rule(sg.R_NODE, "uncorrectable ECC / NVLink error, GPU fallen off the bus (Xid 79), devices busy or unavailable",

@@ -59,6 +59,7 @@ def measure(s: RunSummary, ev: Evidence, arm: str, warmup: int | None, min_stead
     s.capture_s = ev.capture_s
     s.capture_iteration_excess_s = ev.capture_iteration_excess_s
     s.graphable_layers = ev.graphable_layers
+    s.graphs_captured = ev.graphs_captured if arm == GRAPH else None
     s.capture_seen = ev.capture_marker is not None
     if ev.replays is not None or ev.replay_iteration is not None:  # builtin workload says it explicitly
         s.replay_seen = bool(ev.replay_iteration is not None or (ev.replays or 0) > 0)

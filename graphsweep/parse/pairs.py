@@ -127,6 +127,8 @@ def combine_arm(run_id: str, arm: str, parsed: Sequence[tuple[Segment, Any]]) ->
         capture_seen=all(bool(s.get("capture_seen")) for s in sums),
         replay_seen=all(bool(s.get("replay_seen")) for s in sums),
         capture_s=max((s["capture_s"] for s in sums if s.get("capture_s") is not None), default=None),
+        # what the arm held in both of its processes: the fewer graphs of its two segments
+        graphs_captured=min((s["graphs_captured"] for s in sums if s.get("graphs_captured") is not None), default=None),
         # the arm's two segments are two processes: the larger of each figure, as for peak_mem_gb
         **{key: max((s[key] for s in sums if s.get(key) is not None), default=None) for key in (
             "steady_mem_allocated_gb", "steady_mem_reserved_gb", "steady_mem_peak_gb", "capture_iteration_excess_s")},

@@ -42,6 +42,7 @@ class RunSummary:
     capture_s: float | None = None  # the capture's own time as Megatron/TE/MCore (or the builtin) reports it
     capture_iteration_excess_s: float | None = None  # Megatron entry: capture iteration minus a median eager one
     graphable_layers: int | None = None
+    graphs_captured: int | None = None  # CUDA graphs the run holds (graphed layers for TE scopes): parse/captured.py
     # launch-boundness (eager arms, graphsweep/parse/busy.py): GPU busy ms per iteration, its share of the steady
     # median step, and the ceiling step / busy that no graph of this step can beat
     gpu_busy_ms: float | None = None
@@ -154,6 +155,8 @@ class Evidence:
     gpu_busy_note: str | None = None  # why it was not measured, as the training process said
     graphable_layers: int | None = None
     no_graphable: Mark | None = None
+    graphs_captured: int | None = None  # parse/captured.py count: None when no line says
+    graphs_captured_proof: Mark | None = None  # the line it comes from
     replay_iteration: int | None = None
     replays: int | None = None
     end_marker: Mark | None = None

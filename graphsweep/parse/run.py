@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from graphsweep.logformat import MEM_FIELDS
-from graphsweep.parse import crash
+from graphsweep.parse import captured, crash
 from graphsweep.parse.memory import merge as merge_readings
 from graphsweep.parse.classify import classify
 from graphsweep.parse.records import Evidence, Mark, RunSummary
@@ -183,6 +183,8 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         ev.capture_started |= fs.capture_state != "none"
     ev.death = crash.merge([(fs.path, fs.crash_lines, len(fs.it)) for k, fs in enumerate(scans)
                             if not fs.problem and k not in restarted])
+    n = captured.count([fs for k, fs in enumerate(scans) if not fs.problem and k not in restarted])
+    ev.graphs_captured, ev.graphs_captured_proof = n.graphs, n.proof
     # the last file in order decides whether the log was cut
     live = [fs for fs in scans if not fs.problem]
     if live:

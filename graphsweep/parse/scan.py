@@ -88,6 +88,14 @@ class FileScan:
     megatron_entry: bool = False  # `[graphsweep] graph api:`: graphsweep's Megatron entry wrote this log
     graphable_layers: int | None = None
     no_graphable: tuple[int, str] | None = None
+    # what was captured (graphsweep/parse/captured.py counts it): the line that says how many, per kind
+    graphable_line: tuple[int, str] | None = None  # MCore's `Rank r: N graphable layers.` with the largest N
+    te_captured: bool = False  # `Time spent in CUDA Graphs capture`: the TE helper finished its capture
+    full_captured: bool = False  # `CUDA graph capture done for training!!!`
+    opt_captured: bool = False  # `Optimizer CUDA graph capture done!!!`
+    local_built: tuple[int, int, str] | None = None  # local impl `> built N cuda graph(s)`: (N, line, text)
+    graphs_detected: tuple[int, int, str] | None = None  # the entry's `cuda graphs detected: N`: (N, line, text)
+    no_graph_seen: tuple[int, str] | None = None  # the entry's `no cuda graph detected after N iterations`
     replay_iteration: int | None = None
     replays: int | None = None
     end_marker: tuple[int, str] | None = None
@@ -239,11 +247,14 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
 
     if m := lf.GRAPHABLE.search(raw):
         n = int(m.group(2))
+        if fs.graphable_layers is None or n > fs.graphable_layers:
+            fs.graphable_line = (lineno, _text(raw))
         fs.graphable_layers = n if fs.graphable_layers is None else max(fs.graphable_layers, n)
     if lf.TE_CAPTURE_START_B in raw:
         start("Start CUDA Graphs capture...")
     if m := lf.TE_CAPTURE_TIME_RE.search(raw):
         done(_text(raw), float(m.group(2)))
+        fs.te_captured = True
     if lf.NO_GRAPHABLE in raw and fs.no_graphable is None:
         fs.no_graphable = (lineno, _text(raw))
     if lf.FULL_CAPTURE_START_B in raw or lf.OPT_CAPTURE_START_B in raw:
@@ -251,15 +262,23 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
     if lf.FULL_CAPTURE_DONE_B in raw:
         m = lf.FULL_CAPTURE_S.search(raw)
         done("CUDA graph capture done for training!!!", float(m.group(1)) if m else None)
+        fs.full_captured = True
     elif lf.OPT_CAPTURE_DONE_B in raw:  # the optimizer step's graph (optimizer.optimizer_cuda_graph)
         done(lf.OPT_CAPTURE_DONE, None)
+        fs.opt_captured = True
     if lf.LOCAL_CREATING.search(raw):
         start(_text(raw))
     if m := lf.LOCAL_BUILT.search(raw):
         done(_text(raw), float(m.group(2)))
+        if fs.local_built is None or int(m.group(1)) > fs.local_built[0]:
+            fs.local_built = (int(m.group(1)), lineno, _text(raw))
     if b"[graphsweep]" in raw:
-        if lf.RE_GRAPHS_DETECTED.search(raw):  # the Megatron entry saw the captured graphs from Python
+        if m := lf.RE_GRAPHS_DETECTED.search(raw):  # the Megatron entry saw the captured graphs from Python
             done(lf.GRAPHS_DETECTED.strip(), None)
+            if fs.graphs_detected is None:
+                fs.graphs_detected = (int(m.group(1)), lineno, _text(raw))
+        if fs.no_graph_seen is None and lf.RE_NO_GRAPH.search(raw):
+            fs.no_graph_seen = (lineno, _text(raw))
         if lf.ENTRY_GRAPH_API_B in raw:
             fs.megatron_entry = True
         if m := lf.RE_CAPTURE_SECONDS.search(raw):  # the value is read in run.py, once the writer is known

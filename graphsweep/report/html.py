@@ -14,6 +14,7 @@ from graphsweep import __version__
 from graphsweep.vocab import BLOCKED, TIMING_VERDICTS, VERDICT_COLORS
 from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, as_number, flag, headroom, id_list, is_control
 from graphsweep.report import gpu_time, recommend
+from graphsweep.report.captured import GRAPHS_TITLE, graphs_held
 from graphsweep.report.plots import TRACE_CAP, cell_anchor, heatmaps_html, memory_svg, shape_grid_html, speedup_bars_svg, traces_svg
 from graphsweep.report.shapes import full_grid, shape_axes, varying_axes
 from graphsweep.report.text import (
@@ -71,6 +72,7 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
         f"<th class='num' title='{html.escape(memory_figure(t))}, median across runs'>memory GB<br>eager → graph</th>"
         "<th class='num'>Δ GB</th>"
         + ('<th class="num" title="GPU memory left above the graph arm\'s figure">headroom GB</th>' if show_headroom else "")
+        + f"<th class='num' title='{html.escape(GRAPHS_TITLE)}'>graphs</th>"
         + "<th>reason</th><th>logs</th>"
     )
     rows = []
@@ -109,6 +111,7 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
             f'<td class="num">{steps}</td><td class="num">{n}</td>'
             f'<td class="num">{mems}</td><td class="num">{fmt_number(r.get("mem_delta_gb"), "+.2f")}</td>'
             + (f'<td class="num">{fmt_number(headroom(t, r), ".1f")}</td>' if show_headroom else "")
+            + f'<td class="num graphs">{graphs_held(r) or "—"}</td>'
             + f'<td class="reason" title="{html.escape(str(r.get("reason") or ""))}">{md_inline(reason)}</td><td class="logs">{links.strip() or "—"}</td></tr>'
         )
     return f'<table class="cells"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'

@@ -10,6 +10,7 @@ from graphsweep.vocab import SLOWDOWN, SPEEDUP, TIMING_VERDICTS
 from graphsweep.report import gpu_time, recommend
 from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, flag, is_control
 from graphsweep.report.text import caveats, cost_sentence, display_reason, level, fmt_number, fmt_q, fmt_speedup, fmt_value, md_escape, truncate
+from graphsweep.report.captured import graphs_held
 
 
 def render_markdown(t: SweepTables, cost: Cost, s: Summary) -> str:
@@ -23,16 +24,18 @@ def render_markdown(t: SweepTables, cost: Cost, s: Summary) -> str:
     out += recommend.render_markdown(t, recommend.recommend(t))
     out += ["### Cells", ""]
     axes = [a for a in t.axes if a in t.comparison.columns]
-    head = [*axes, "variant", "verdict", f"speedup [{conf} CI]", "q", "eager ms", "graph ms", "Δ mem GB", "reason"]
+    head = [*axes, "variant", "verdict", f"speedup [{conf} CI]", "q", "eager ms", "graph ms", "Δ mem GB", "graphs",
+            "reason"]
     out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "|".join("---:" if h in ("q", "eager ms", "graph ms", "Δ mem GB") else "---" for h in head) + "|")
+    out.append("|" + "|".join("---:" if h in ("q", "eager ms", "graph ms", "Δ mem GB", "graphs") else "---"
+                              for h in head) + "|")
     for _, r in t.comparison.iterrows():
         verdict = r.verdict if r.verdict not in (SPEEDUP, SLOWDOWN) else f"**{r.verdict}**"
         if is_control(r):
             verdict += " (A/A)"
         cells = [fmt_value(r.get(a)) for a in axes] + [
             str(r.variant), verdict, fmt_speedup(r) + _thin_mark(r), fmt_q(r.get("q_value")), fmt_number(r.get("eager_step_ms"), ".2f"),
-            fmt_number(r.get("graph_step_ms"), ".2f"), fmt_number(r.get("mem_delta_gb"), "+.2f"),
+            fmt_number(r.get("graph_step_ms"), ".2f"), fmt_number(r.get("mem_delta_gb"), "+.2f"), graphs_held(r),
             truncate(display_reason(r), 160),
         ]  # fmt: skip
         out.append("| " + " | ".join(md_escape(c) for c in cells) + " |")

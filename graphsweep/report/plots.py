@@ -103,7 +103,8 @@ def speedup_bars_svg(t: SweepTables) -> str:
     fig, axs = plt.subplots(
         nrow, ncol, figsize=(4.3 * ncol, 0.6 + nrow * (0.5 + 0.24 * rows_max)), squeeze=False, sharex=True
     )
-    vals = [x for x in pd.concat([c.ci_low, c.ci_high, c.speedup]).map(as_number) if x is not None] or [1.0]
+    # as_number per value (a float Series' map would turn its None back into NaN)
+    vals = [x for x in map(as_number, pd.concat([c.ci_low, c.ci_high, c.speedup])) if x is not None] or [1.0]
     lo_x, hi_x = min(min(vals), 1 - 2 * t.margin) * 0.95, max(max(vals), 1 + 2 * t.margin) * 1.05
     for ax, (title, sub, label) in zip(axs.flat, panels):
         y = np.arange(len(sub))[::-1]

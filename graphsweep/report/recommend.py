@@ -170,8 +170,11 @@ def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
         return f"{names} blocked when run (the training refused it: see the cell's reason)"
     if verdict == INVALID:
         diverged = [c for c in cells if c.get("paired_outcome") in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE)]
+        empty = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_CAPTURED_NOTHING]
         what = "trains another model (its lm loss left eager's, or went NaN/Inf)" if len(diverged) == len(cells) \
-            else "invalid (no evidence of a captured and replayed graph, or a graph run left eager's loss)"
+            else "captured no CUDA graph (0 graphs: it trained eager, no graph result)" if len(empty) == len(cells) \
+            else "invalid (no graph captured, no evidence of a captured and replayed graph, or a graph run left " \
+            "eager's loss)"
         return f"{names} {what}"
     if verdict == FAILED:
         return f"{names} failed (no usable graph run while eager completed)"
