@@ -243,6 +243,9 @@ def _full_iteration_dropless_moe(c: Ctx) -> str | None:
             "transformer_engine instead.")
 
 
+FULL_ITERATION_DROPLESS_MOE = PREFLIGHT[-1].id  # the report names what could reach the ceiling instead
+
+
 @rule("mlp_scope_all_moe", "MCore transformer_config.py L2501-2504 (core_r0.19.0), L2278 (core_v0.18.0), L2003 "
       "(core_v0.17.1)",
       "the mlp scope needs dense layers; an all-MoE model has none",

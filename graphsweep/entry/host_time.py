@@ -56,6 +56,16 @@ _MOE_LAYER_METHODS = (("route", ROUTER), ("shared_experts_compute", ROUTER), ("p
                       ("postprocess", MOE_OTHER))
 
 
+def ms_column(region: str) -> str:
+    """runs.parquet's column of a region's host ms per iteration (graphsweep/parse, docs/tables.md)."""
+    return f"host_{region}_ms"
+
+
+def share_column(region: str) -> str:
+    """comparison.parquet's column of a region's share of the eager step's host time (graphsweep/judge/host.py)."""
+    return f"host_{region}_share"
+
+
 def covered_regions(scopes: Iterable[str]) -> tuple[str, ...]:
     """The regions a graph of these scopes takes off the host (unknown scope names cover nothing)."""
     got = {r for s in scopes for r in COVERS.get(s, ())}

@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from graphsweep import provenance
+from graphsweep.judge import host
 from graphsweep.judge import interval as iv
 from graphsweep.judge import prose
 from graphsweep.judge import verdict as stats
@@ -227,6 +228,8 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
         v = judge_runs(eager_runs, graph_runs, by_run, seeds, margin=margin, alpha=alpha_of(cell_id, adaptive, extra),
                        paired=paired and bool(len(pair_jobs)), control=control, reference_runs=reference)
         row.update(asdict(v))
+        if not control:  # how much of the eager step's host time this variant's graphs take off the host
+            row.update(host.cover(eager_runs, first.impl, first.scope))
         _check_comparable(row, eager_runs, graph_runs)
         row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
         if len(pair_jobs):  # the pair is the unit: both arms' share of the jobs belongs to the cell

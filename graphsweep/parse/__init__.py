@@ -7,6 +7,8 @@
     records     Evidence, Hit, RunSummary
     window      the steady window of one run
     measure     what a run measured, onto its summary (steady statistics, memory, capture evidence)
+    busy        the eager arm's GPU-busy and host-time lines (where an eager step's time goes)
+    captured    how many CUDA graphs a graph run holds; a graph arm that holds none (outcome uncaptured)
     classify    evidence -> outcome: RULES, an ordered list of named rules
     run         parse_run: a run's files, merged and classified
     pairs       a pair job's log -> its segments and its two measured arms

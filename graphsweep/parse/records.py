@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from graphsweep.entry import host_time
 from graphsweep.parse.signatures import Signature
 from graphsweep.vocab import EAGER
 
@@ -49,6 +50,13 @@ class RunSummary:
     gpu_busy_share: float | None = None
     graph_ceiling: float | None = None
     gpu_busy_note: str | None = None  # why a run that should have measured it did not
+    # where the eager step's host time goes (eager arms, parse/busy.py): rank 0's `[graphsweep] host time:` line,
+    # whole, so its regions add up to its step; summary_to_dict writes host_ms as one column per region
+    host_step_ms: float | None = None
+    host_ms: dict[str, float] = field(default_factory=dict)  # region (entry/host_time.py REGIONS) -> ms per iteration
+    host_time_rank: int | None = None  # the rank whose line it is
+    host_time_ranks: int = 0  # how many ranks printed one
+    host_time_note: str | None = None  # why a run that should have measured it did not
     transient: str | None = None  # the transient signature's text when the retry policy retries it (docs/failures.md)
     # extras
     signature_id: str | None = None  # catalogue id (SIGNATURES)
@@ -72,7 +80,8 @@ class RunSummary:
 
 
 def summary_to_dict(summary: RunSummary) -> dict:
-    """JSON-safe dict (NaN and numpy scalars become None / plain numbers)."""
+    """JSON-safe dict (NaN and numpy scalars become None / plain numbers); the host time by region as one key per
+    region (`host_attn_ms`, ...: entry/host_time.py ms_column)."""
 
     def clean(v: object) -> object:
         if isinstance(v, dict):
@@ -85,7 +94,10 @@ def summary_to_dict(summary: RunSummary) -> dict:
             return None
         return v
 
-    return clean(asdict(summary))  # type: ignore[return-value]
+    d = asdict(summary)
+    regions = d.pop("host_ms") or {}
+    d.update({host_time.ms_column(r): regions.get(r) for r in host_time.REGIONS})  # typed columns, one per region
+    return clean(d)  # type: ignore[return-value]
 
 
 @dataclass
@@ -153,6 +165,8 @@ class Evidence:
     peaks_reset: int | None = None  # the iteration after which the training process reset the memory peaks
     gpu_busy_ms: float | None = None  # eager arm: GPU busy ms per iteration, max over ranks (parse/busy.py)
     gpu_busy_note: str | None = None  # why it was not measured, as the training process said
+    host_time: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)  # rank -> (step ms, regions)
+    host_time_note: str | None = None
     graphable_layers: int | None = None
     no_graphable: Mark | None = None
     graphs_captured: int | None = None  # parse/captured.py count: None when no line says

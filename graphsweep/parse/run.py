@@ -156,6 +156,9 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
             ev.peaks_reset = fs.peaks_reset
         ev.gpu_busy_ms = _larger(ev.gpu_busy_ms, fs.gpu_busy_ms)
         ev.gpu_busy_note = ev.gpu_busy_note or fs.gpu_busy_note
+        for rank, line in fs.host_time.items():  # per-rank files and the all-ranks copy hold the same lines
+            ev.host_time.setdefault(rank, line)
+        ev.host_time_note = ev.host_time_note or fs.host_time_note
         if fs.graphable_layers is not None:
             ev.graphable_layers = max(ev.graphable_layers or 0, fs.graphable_layers)
         ev.no_graphable = ev.no_graphable or _mark(fs, fs.no_graphable)

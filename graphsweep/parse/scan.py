@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from graphsweep import logformat as lf
 from graphsweep.parse import crash, cuda_errors, signatures as sg
+from graphsweep.parse.busy import host_time_lines
 from graphsweep.parse.files import binary_reason, blocks
 from graphsweep.parse.memory import group_float, merge as merge_readings, read_line as read_memory_line
 from graphsweep.parse.records import Hit
@@ -72,6 +73,9 @@ class FileScan:
     peaks_reset: int | None = None  # `[graphsweep] memory peaks reset after iteration i`: later mem-max-* start there
     gpu_busy_ms: float | None = None  # `[graphsweep] gpu busy:` ms per iteration, max over the ranks of this file
     gpu_busy_note: str | None = None  # why the busy time was not measured, as the entry said
+    # `[graphsweep] host time:` per rank: (ms per iteration, {region: ms}) from its first line (parse/busy.py)
+    host_time: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)
+    host_time_note: str | None = None  # why the host time was not measured, as the entry said
     # lifecycle
     training_started: bool = False
     start_iteration: int = 0
@@ -293,6 +297,11 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
             fs.gpu_busy_ms = _max(fs.gpu_busy_ms, float(m.group(4)))
         elif fs.gpu_busy_note is None and (m := lf.RE_GPU_BUSY_UNMEASURED.search(raw)):
             fs.gpu_busy_note = m.group(2).decode("utf-8", "replace").strip()
+        if lf.HOST_TIME_B in raw:
+            measured, note = host_time_lines(raw)
+            for rank, step, regions in measured:
+                fs.host_time.setdefault(rank, (step, regions))
+            fs.host_time_note = fs.host_time_note or note
         if m := lf.RE_REPLAY.search(raw):
             fs.replay_iteration = int(m.group(1)) if fs.replay_iteration is None else fs.replay_iteration
         if m := lf.RE_REPLAYS.search(raw):

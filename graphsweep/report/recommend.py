@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from graphsweep.constraints.rules import FULL_ITERATION_DROPLESS_MOE
 from graphsweep.judge import interval as iv
 from graphsweep.judge import parity as lp
 from graphsweep.judge import prose
@@ -140,6 +141,24 @@ def launch_line(rec: Recommendation) -> str:
     return text
 
 
+def host_lines(rec: Recommendation) -> list[str]:
+    """Per scope of the shape: how much of the eager step's host time its graphs take off the host and what stays
+    eager (judge/host.py); and, where a full-iteration graph is blocked on a dropless MoE, what could reach the
+    GPU-busy ceiling instead."""
+    out = [text for c in rec.cells if c.get("variant") != AA and (text := prose.host(c))]
+    blocked = [c for c in rec.cells if c.verdict == BLOCKED and FULL_ITERATION_DROPLESS_MOE in str(c.get("rule_id") or "")]
+    if blocked:
+        ceiling = next((as_number(c.get("graph_ceiling")) for c in rec.cells
+                        if as_number(c.get("graph_ceiling")) is not None), None)
+        reach = f"the GPU-busy ceiling ({ceiling:.2f}x)" if ceiling is not None else "the GPU-busy ceiling"
+        out.append(f"{blocked[0].variant} is blocked on this dropless MoE; what could reach {reach}: a drop-and-pad "
+                   "MoE (`model.moe_expert_capacity_factor` with `model.moe_pad_expert_input_to_capacity=true`) "
+                   "captured whole with full_iteration takes every region off the host, but dropping tokens "
+                   "changes the model: its loss parity must be established again against a drop-and-pad eager "
+                   "baseline, not this one")
+    return out
+
+
 def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
     """Why these cells of one verdict are no recommendation."""
     names = _names(cells)
@@ -226,6 +245,7 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
         out.append("no variant is decided faster" + (" with the eager model's loss" if unproven else ""))
     if launch := launch_line(rec):
         out.append(launch)
+    out += host_lines(rec)
     groups: dict[str, list[pd.Series]] = {}
     for c in others:
         if c.verdict == SPEEDUP and c.get("loss_parity") != lp.PARITY_OK:
