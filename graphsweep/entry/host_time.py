@@ -61,6 +61,16 @@ def ms_column(region: str) -> str:
     return f"host_{region}_ms"
 
 
+def wait_column(region: str) -> str:
+    """runs.parquet's column of a region's host ms per iteration spent waiting on the GPU (of its ms_column)."""
+    return f"host_{region}_wait_ms"
+
+
+def events_column(region: str) -> str:
+    """runs.parquet's column of a region's profiler events per iteration."""
+    return f"host_{region}_events"
+
+
 def share_column(region: str) -> str:
     """comparison.parquet's column of a region's share of the eager step's host time (graphsweep/judge/host.py)."""
     return f"host_{region}_share"

@@ -25,22 +25,31 @@ def launch_figures(s: RunSummary, ev: Evidence) -> None:
         s.gpu_busy_share, s.graph_ceiling = launch_bound(ev.gpu_busy_ms, s.step_ms_median)
     if ev.host_time:
         s.host_time_rank = min(ev.host_time)
-        s.host_step_ms, s.host_ms = ev.host_time[s.host_time_rank]
+        s.host_step_ms, s.host_regions = ev.host_time[s.host_time_rank]
         s.host_time_ranks = len(ev.host_time)
     else:
         s.host_time_note = ev.host_time_note
 
 
-def host_time_lines(raw: bytes) -> tuple[list[tuple[int, float, dict[str, float]]], str | None]:
+Region = tuple[float, float | None, float | None]  # host ms, of which waiting on the GPU, profiler events (per iteration)
+
+
+def host_time_lines(raw: bytes) -> tuple[list[tuple[int, float, dict[str, Region]]], str | None]:
     """The `[graphsweep] host time:` lines on one physical line (ranks' lines can be glued together): (rank, host ms
-    per iteration, {region: ms} of host_time.REGIONS) of each measured one, and the reason of an unmeasured one."""
+    per iteration, {region: (ms, wait ms, events)} of host_time.REGIONS) of each measured one, and the reason of an
+    unmeasured one. Lines of graphsweep ad664cb (2026-12-02 06:40) print `name ms` alone: wait and events None."""
     measured, note = [], None
     for part in raw.split(lf.HOST_TIME_B)[1:]:
         line = lf.HOST_TIME_B + part
         if m := lf.RE_HOST_TIME.search(line):
-            regions = {k.decode(): float(v) for k, v in lf.RE_HOST_REGION.findall(m.group(5))
+            regions = {k.decode(): (float(ms), _num(wait), _num(events))
+                       for k, ms, wait, events in lf.RE_HOST_REGION.findall(m.group(5))
                        if k.decode() in host_time.REGIONS}
             measured.append((int(m.group(1)), float(m.group(4)), regions))
         elif note is None and (m := lf.RE_HOST_TIME_UNMEASURED.search(line)):
             note = m.group(2).decode("utf-8", "replace").strip()
     return measured, note
+
+
+def _num(text: bytes) -> float | None:
+    return float(text) if text else None

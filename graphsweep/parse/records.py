@@ -51,9 +51,10 @@ class RunSummary:
     graph_ceiling: float | None = None
     gpu_busy_note: str | None = None  # why a run that should have measured it did not
     # where the eager step's host time goes (eager arms, parse/busy.py): rank 0's `[graphsweep] host time:` line,
-    # whole, so its regions add up to its step; summary_to_dict writes host_ms as one column per region
+    # whole, so its regions add up to its step; summary_to_dict writes host_regions as typed columns per region
     host_step_ms: float | None = None
-    host_ms: dict[str, float] = field(default_factory=dict)  # region (entry/host_time.py REGIONS) -> ms per iteration
+    # region (entry/host_time.py REGIONS) -> (host ms, of which waiting on the GPU, profiler events) per iteration
+    host_regions: dict[str, tuple[float, float | None, float | None]] = field(default_factory=dict)
     host_time_rank: int | None = None  # the rank whose line it is
     host_time_ranks: int = 0  # how many ranks printed one
     host_time_note: str | None = None  # why a run that should have measured it did not
@@ -81,7 +82,7 @@ class RunSummary:
 
 def summary_to_dict(summary: RunSummary) -> dict:
     """JSON-safe dict (NaN and numpy scalars become None / plain numbers); the host time by region as one key per
-    region (`host_attn_ms`, ...: entry/host_time.py ms_column)."""
+    region (`host_attn_ms`, `host_attn_wait_ms`, `host_attn_events`, ...: entry/host_time.py ms_column, ...)."""
 
     def clean(v: object) -> object:
         if isinstance(v, dict):
@@ -95,8 +96,10 @@ def summary_to_dict(summary: RunSummary) -> dict:
         return v
 
     d = asdict(summary)
-    regions = d.pop("host_ms") or {}
-    d.update({host_time.ms_column(r): regions.get(r) for r in host_time.REGIONS})  # typed columns, one per region
+    regions = d.pop("host_regions") or {}
+    for r in host_time.REGIONS:  # typed columns, three per region
+        ms, wait, events = regions.get(r) or (None, None, None)
+        d.update({host_time.ms_column(r): ms, host_time.wait_column(r): wait, host_time.events_column(r): events})
     return clean(d)  # type: ignore[return-value]
 
 
@@ -165,7 +168,7 @@ class Evidence:
     peaks_reset: int | None = None  # the iteration after which the training process reset the memory peaks
     gpu_busy_ms: float | None = None  # eager arm: GPU busy ms per iteration, max over ranks (parse/busy.py)
     gpu_busy_note: str | None = None  # why it was not measured, as the training process said
-    host_time: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)  # rank -> (step ms, regions)
+    host_time: dict[int, tuple[float, dict[str, tuple]]] = field(default_factory=dict)  # rank -> (step ms, regions)
     host_time_note: str | None = None
     graphable_layers: int | None = None
     no_graphable: Mark | None = None

@@ -73,8 +73,8 @@ class FileScan:
     peaks_reset: int | None = None  # `[graphsweep] memory peaks reset after iteration i`: later mem-max-* start there
     gpu_busy_ms: float | None = None  # `[graphsweep] gpu busy:` ms per iteration, max over the ranks of this file
     gpu_busy_note: str | None = None  # why the busy time was not measured, as the entry said
-    # `[graphsweep] host time:` per rank: (ms per iteration, {region: ms}) from its first line (parse/busy.py)
-    host_time: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)
+    # `[graphsweep] host time:` per rank: (ms per iteration, {region: (ms, wait, events)}), its first line (busy.py)
+    host_time: dict[int, tuple[float, dict[str, tuple]]] = field(default_factory=dict)
     host_time_note: str | None = None  # why the host time was not measured, as the entry said
     # lifecycle
     training_started: bool = False
