@@ -16,7 +16,7 @@ from rich.text import Text
 from graphsweep.commands import console, fail, output_file_problem, plain
 from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run
-from graphsweep.vocab import BLOCKED, COMPLETED, CRASHED, EAGER, GRAPH, INVALID, OOM, TIMEOUT, UNPARSEABLE
+from graphsweep.vocab import BLOCKED, COMPLETED, CRASHED, EAGER, GRAPH, INVALID, OOM, TIMEOUT, UNCAPTURED, UNPARSEABLE
 
 NAME = "parse"
 HELP = "parse Megatron Bridge / Megatron-LM logs of one run: outcome, phase, proving line, steady step time"
@@ -135,7 +135,7 @@ def _table(s: RunSummary) -> None:
         return
 
     colour = {COMPLETED: "green", BLOCKED: "yellow", OOM: "red", CRASHED: "red", TIMEOUT: "magenta",
-              INVALID: "red", UNPARSEABLE: "red"}.get(s.outcome, "cyan")
+              INVALID: "red", UNCAPTURED: "red", UNPARSEABLE: "red"}.get(s.outcome, "cyan")
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
