@@ -227,3 +227,5 @@ def test_drop_and_pad_full_iteration_reaches_the_ceiling() -> None:
     cmp = pd.read_parquet(EXAMPLES / "megatron-moe-128e-padded" / "comparison.parquet").set_index("variant")
     full = cmp.loc["full_iteration"]
     assert full.speedup >= 0.95 * full.graph_ceiling and full.n_eager == full.n_graph == 1
+    # its eager line gave events: the shares are of the steady step, and the estimate is the GPU's own time
+    assert full.host_shares_of == "steady step" and full.host_estimate_speedup == pytest.approx(full.graph_ceiling)

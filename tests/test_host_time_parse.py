@@ -116,8 +116,13 @@ def test_the_report_says_what_each_scope_covers_and_what_stays_eager(tmp_path: P
     assert cell["host_experts_share"] == pytest.approx(want["experts"])
     rest = sorted(((k, v) for k, v in want.items() if k not in ("attn", "moe_router", "moe_preprocess") and v >= 0.005),
                   key=lambda x: -x[1])
+    assert cell["host_shares_of"] == "profiled window"  # ad664cb's lines give no events to take the profiler's cost off
+    # the estimate: the eager step with exactly the covered share taken off (the GPU is not the limit here)
+    assert cell["host_estimate_speedup"] == pytest.approx(1 / (1 - cell["host_covered_share"]))
+    assert cell["ci_low"] <= cell["host_estimate_speedup"] <= cell["speedup"]  # inside the measured interval
     sentence = (f"attn+moe_router+moe_preprocess covers {cell['host_covered_share']:.0%} of the eager step's host time "
-                f"({cell['eager_host_step_ms']:.1f} ms per iteration in the profiled window); stays eager: "
+                f"(in the profiled window, {cell['eager_host_step_ms']:.1f} ms per iteration); taking exactly that off "
+                f"the step: about {cell['host_estimate_speedup']:.2f}x; stays eager: "
                 + ", ".join(f"{k} {v:.0%}" for k, v in rest))
     assert sentence in cell["reason"]
     assert rest[0][0] == "experts"  # the routed experts' launches are most of this dropless MoE's host time

@@ -6,9 +6,13 @@ window (runs.parquet `host_<region>_ms`, rank 0's line); a cell's figures are th
 through its variant's scopes:
 
 - `eager_host_step_ms`: the median over the eager runs of their host ms per iteration;
-- `host_<region>_share`: the mean over the eager runs of each run's region / its step (a mean, so the shares add up
-  to 1, as each run's regions add up to its step);
-- `host_covered`: the regions the variant's scopes cover (joined with `+`), `host_covered_share` their shares' sum.
+- `host_<region>_share`: the mean over the eager runs of each run's share of its step (a mean, so the shares add
+  up to 1, as each run's regions add up to its step);
+- `host_covered`: the regions the variant's scopes cover (joined with `+`), `host_covered_share` their shares' sum;
+- `host_shares_of`: `steady step` when every eager run's line gave its regions' profiler events, so the profiler's
+  own cost per event came off each region (host_time.steady_shares), else `profiled window` (logs of ad664cb);
+- `host_estimate_speedup`: eager step / host_time.scope_estimate: the speedup if the graph took exactly its
+  regions' host time off the step (never past the GPU's busy time), an estimate to read beside the measured one.
 
 A full-iteration graph covers every region; an A/A control cell covers none and gets no figures.
 """
@@ -23,6 +27,7 @@ import pandas as pd
 from graphsweep.entry import host_time
 from graphsweep.vocab import NO_GRAPH
 
+STEADY, WINDOW = "steady step", "profiled window"  # what host_<region>_share is a share of (host_shares_of)
 FULL_ITERATION = "full_iteration"  # plan.parquet's impl of a full-iteration graph (and the scope COVERS knows it by)
 
 
@@ -33,6 +38,20 @@ def scopes_of(impl: str, scope: str) -> tuple[str, ...]:
     return tuple(s for s in str(scope or "").split("+") if s)
 
 
+def _shares(run: Any) -> tuple[dict[str, float], bool]:
+    """One eager run's share of its step per region, and whether they are of the steady step (the line gave each
+    region's profiler events, so host_time.steady_shares takes the profiler's cost off) or of the profiled window."""
+    def num(col: str) -> float | None:
+        v = pd.to_numeric(getattr(run, col, None), errors="coerce")
+        return None if v is None or v != v else float(v)
+
+    regions = {r: (num(host_time.ms_column(r)) or 0.0, num(host_time.wait_column(r)), num(host_time.events_column(r)))
+               for r in host_time.REGIONS}
+    steady = num("step_ms_median") or 0.0
+    shares = host_time.steady_shares(regions, num("host_step_ms") or 0.0, steady)
+    return shares, all(e is not None for _, _, e in regions.values()) and steady > 0
+
+
 def cover(eager_runs: pd.DataFrame, impl: str, scope: str) -> dict[str, Any]:
     """The cell's host-time figures (module docstring); {} when no eager run measured its host time, or for a cell
     without a graph (A/A)."""
@@ -41,17 +60,21 @@ def cover(eager_runs: pd.DataFrame, impl: str, scope: str) -> dict[str, Any]:
     runs = eager_runs[pd.to_numeric(eager_runs.host_step_ms, errors="coerce") > 0]
     if not len(runs):
         return {}
-    step = pd.to_numeric(runs.host_step_ms)
-    shares = {}
-    for region in host_time.REGIONS:
-        col = host_time.ms_column(region)
-        ms = pd.to_numeric(runs[col], errors="coerce").fillna(0.0) if col in runs.columns else 0.0 * step
-        shares[region] = float(np.mean(ms.to_numpy() / step.to_numpy()))
-    covered = host_time.covered_regions(scopes_of(impl, scope))
+    per_run = [_shares(r) for r in runs.itertuples()]
+    shares = {region: float(np.mean([s.get(region, 0.0) for s, _ in per_run])) for region in host_time.REGIONS}
+    scopes = scopes_of(impl, scope)
+    covered = host_time.covered_regions(scopes)
+    step = float(np.median(pd.to_numeric(runs.step_ms_median, errors="coerce").dropna())) \
+        if "step_ms_median" in runs.columns and runs.step_ms_median.notna().any() else None
+    busy = pd.to_numeric(runs.gpu_busy_ms, errors="coerce").dropna() if "gpu_busy_ms" in runs.columns else None
+    busy_ms = float(np.median(busy)) if busy is not None and len(busy) else None
+    estimate = step / host_time.scope_estimate(step, busy_ms, shares, scopes) if step else None
     return {
-        "eager_host_step_ms": float(np.median(step.to_numpy())),
+        "eager_host_step_ms": float(np.median(pd.to_numeric(runs.host_step_ms).to_numpy())),
+        "host_shares_of": STEADY if all(ok for _, ok in per_run) else WINDOW,
         "host_covered": "+".join(covered),
         "host_covered_share": float(sum(shares[r] for r in covered)),
+        "host_estimate_speedup": estimate,
         **{host_time.share_column(r): v for r, v in shares.items()},
     }
 

@@ -186,8 +186,11 @@ def host(row: Mapping[str, Any]) -> str:
         return ""
     covered = _get(row, "scope") or _get(row, "impl") or _get(row, "host_covered") or "nothing"  # as the user set it
     rest = ", ".join(f"{r} {x:.0%}" for r, x in hs.stays_eager({k: _get(row, k) for k in hs.ROW_KEYS}))
-    text = (f"{covered} covers {share:.0%} of the eager step's host time ({step:.1f} ms per iteration in the "
-            "profiled window)")
+    basis = ("of the steady step, the profiler's own cost taken off" if _get(row, "host_shares_of") == hs.STEADY
+             else f"in the profiled window, {step:.1f} ms per iteration")
+    text = f"{covered} covers {share:.0%} of the eager step's host time ({basis})"
+    if (estimate := _get(row, "host_estimate_speedup")) is not None:
+        text += f"; taking exactly that off the step: about {estimate:.2f}x"
     return text + (f"; stays eager: {rest}" if rest else "")
 
 

@@ -52,7 +52,8 @@ COMPARISON_COLUMNS = [
     "paired_outcome", "failure_run_id", "failure_detail", "failure_class", "excluded_run_ids", "loss_parity", "loss_iteration",
     "loss_graph", "loss_eager", "loss_rel_diff", "loss_level", "loss_tolerance", "loss_worst_excess", "loss_run_id",
     "loss_departed", "loss_checked", "loss_runs", "loss_spread", "family_gated", "eager_gpu_busy_ms",
-    "gpu_busy_share", "graph_ceiling", "eager_host_step_ms", "host_covered", "host_covered_share", "graphs_captured",
+    "gpu_busy_share", "graph_ceiling", "eager_host_step_ms", "host_shares_of", "host_covered", "host_covered_share",
+    "host_estimate_speedup", "graphs_captured",
     "control", "rule_id", "eager_run_id", "graph_run_id", "eager_run_ids",
     "graph_run_ids", "gpu_seconds", "gpu_names",
 ]  # fmt: skip
