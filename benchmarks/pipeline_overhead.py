@@ -54,7 +54,7 @@ def run_costs(run_dir: Path) -> dict[str, float] | None:
     if (run_dir / "summary.json").exists():
         parts = list(folder_parts(run_dir).values())
     else:
-        parts = [time_parts({**meta, **summary_to_dict(parsed.summary)}, parsed.iterations, run_dir)]
+        parts = [time_parts({**meta, **summary_to_dict(parsed.summary)}, parsed.iterations)]
 
     def total(name: str) -> float:
         values = [getattr(p, name) for p in parts]

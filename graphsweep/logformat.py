@@ -10,8 +10,9 @@ Megatron's own formats are those of docs/megatron-facts.md ("§x.y" below), each
 from __future__ import annotations
 
 import datetime
+import json
 import re
-from typing import Mapping
+from typing import Any, Mapping
 
 MARK = "[graphsweep]"
 
@@ -49,6 +50,23 @@ ENTRY_DONE = f"{MARK} done: wall seconds "
 def line(text: str) -> str:
     """A graphsweep marker line."""
     return f"{MARK} {text}"
+
+
+def provenance_line(facts: Mapping[str, Any]) -> str:
+    """`[graphsweep] provenance: {...}`: the training process's facts as one JSON object (graphsweep/provenance.py)."""
+    return PROVENANCE + json.dumps(facts, sort_keys=True, default=str)
+
+
+def provenance_facts(raw: bytes) -> dict[str, Any] | None:
+    """The JSON object of a provenance line (whatever another rank glued after it ignored), or None."""
+    at = raw.find(PROVENANCE_B)
+    if at < 0:
+        return None
+    try:
+        facts, _ = json.JSONDecoder().raw_decode(raw[at + len(PROVENANCE_B):].decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return facts if isinstance(facts, dict) else None
 
 
 def capture_seconds(seconds: float) -> str:
@@ -330,7 +348,7 @@ def is_boilerplate(text: str | bytes) -> bool:
 TRACEBACK_START = b"Traceback (most recent call last):"
 FRAME_NEEDLE = b'File "'
 TRACEBACK_FRAME = re.compile(rb'File "([^"]+)", line (\d+), in (\S+)')
-OOM_REQUEST = re.compile(rb"Tried to allocate ([\d.]+ ?[KMGT]?i?B)")
+OOM_REQUEST = re.compile(r"Tried to allocate ([\d.]+ ?[KMGT]?i?B)")  # PyTorch's CUDA OOM, on a proving line's text
 
 # RE2 forms of the iteration-line patterns (Arrow compute in graphsweep/parse/scan.py); numbers only, so casts
 # never fail
@@ -344,6 +362,7 @@ RE2_FIELDS = {
 }
 
 # graphsweep's own markers
+PROVENANCE_B = PROVENANCE.encode()
 DEVICE_B = DEVICE.encode()
 RE_CAPTURE_SECONDS = re.compile(re.escape(CAPTURE_SECONDS.encode()) + rb"\s*" + _F)
 RE_CAPTURE_ITERATION_EXCESS = re.compile(re.escape(CAPTURE_ITERATION_EXCESS.encode()) + rb"\s*" + _F)

@@ -8,9 +8,9 @@ probed in a subprocess with a time limit) and never raises: a probe that fails l
 a line in "errors".
 
 On a Slurm cluster with containers the submitit task runs outside the container (design.md, Submission), so
-the library versions it sees are the controller's. The training process inside the container can print
-`log_line()` once per node; `from_logs()` finds those lines and `merge()` lets them win for the versions, GPUs,
-container and environment.
+the library versions it sees are the controller's. The training process inside the container prints `log_line()`
+once per node; the parser keeps those lines in the run's summary.json (`provenance_lines`, graphsweep/parse) and
+`merge()` lets them win for the versions, GPUs, container and environment.
 
 `flatten()` turns a provenance dict into the `prov_*` columns of runs.parquet; `differences()` names the fields
 in which the runs of a cell disagree (anchors idea 12: refuse to compare across comparability keys).
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from graphsweep import __version__, resources
+from graphsweep import logformat as lf
 
 PROVENANCE_VERSION = 1
-LOG_MARKER = "[graphsweep] provenance: "  # one line printed by the training process (inside the container)
 
 # Environment variables that change what a CUDA graph run does (allocator, NCCL buffer registration and
 # algorithms, stream/connection count, TE kernels, launch blocking). Exact names and prefixes.
@@ -296,7 +296,7 @@ def collect(
 
 
 # --------------------------------------------------------------------------------------------------
-# The training side (inside the container): one log line, found again by the aggregate step
+# The training side (inside the container): one log line (logformat.PROVENANCE), kept by the parser
 
 
 def log_line(env: Mapping[str, str] | None = None, bridge_dir: str | None = None, rank: int = 0) -> str:
@@ -324,30 +324,7 @@ def log_line(env: Mapping[str, str] | None = None, bridge_dir: str | None = None
     guard("env", graph_env, env)
     guard("host", socket.gethostname)
     guard("gpu", gpu_info, env)  # nvidia-smi: no CUDA context is created in the training process
-    return LOG_MARKER + json.dumps(facts, sort_keys=True, default=str)
-
-
-def from_logs(paths: Iterable[str | Path], max_bytes: int = 8 << 20) -> list[dict[str, Any]]:
-    """Every provenance line in the first max_bytes of the given logs (one per node), lowest rank first."""
-    marker = LOG_MARKER.encode()
-    found: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for path in paths:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(max_bytes)
-        except OSError:
-            continue
-        at = head.find(marker)
-        while at >= 0:
-            end = head.find(b"\n", at)
-            try:
-                facts = json.loads(head[at + len(marker): end if end >= 0 else None].decode("utf-8", "replace"))
-            except ValueError:
-                facts = None
-            if isinstance(facts, dict):  # the same line in log.txt and a per-rank file counts once
-                found.setdefault((facts.get("rank"), facts.get("host")), facts)
-            at = head.find(marker, end) if end >= 0 else -1
-    return sorted(found.values(), key=lambda f: (f.get("rank") is None, f.get("rank") or 0))
+    return lf.provenance_line(facts)
 
 
 # Fields of the training process's line that must agree across its nodes (one run, one software stack).

@@ -337,10 +337,11 @@ RANKS_DIR = "ranks"  # runs/{run_id}/ranks/: the per-rank files of a run (torchr
 class RunDir:
     """One run's folder, `runs/{run_id}/`: the only place where the names of its files exist.
 
-    Every stage takes one: the run rule writes `run_json` and `log`, parse reads `config`, `run_json` and `logs()` and
-    writes `iterations` and `summary`, aggregate reads them all. A script builds it from its rule's declared files
-    with `RunDir.of(...)`, which refuses a file that is not this folder's, so what a stage reads is what Snakemake
-    declared. With a placeholder root it gives Snakemake's patterns.
+    Every stage takes one: the run rule writes `run_json`, `log` and `ranks`, parse reads `config`, `run_json` and
+    `logs()` (`log` and the files under `ranks`) and writes `iterations` and `summary`, aggregate reads `run_json`,
+    `summary` and `iterations`. A script builds it from its rule's declared files with `RunDir.of(...)`, which refuses
+    a file that is not this folder's, so what a stage reads is what Snakemake declared. With a placeholder root it
+    gives Snakemake's patterns.
     """
 
     root: Path
@@ -351,8 +352,8 @@ class RunDir:
     ITERATIONS: ClassVar[str] = "iterations.parquet"  # one row per iteration line (parse/run_dir.py)
     SUMMARY: ClassVar[str] = "summary.json"  # what the log says: outcome, steady window, figures
     SEGMENTS: ClassVar[str] = "segments"  # a pair job's log split into its ABBA segments (parse/run_dir.py)
-    RANKS: ClassVar[str] = RANKS_DIR
-    FILES: ClassVar[tuple[str, ...]] = (CONFIG, RUN, LOG, ITERATIONS, SUMMARY)
+    RANKS: ClassVar[str] = RANKS_DIR  # the run rule's folder output (empty when the run has no further files)
+    FILES: ClassVar[tuple[str, ...]] = (CONFIG, RUN, LOG, RANKS, ITERATIONS, SUMMARY)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
@@ -503,6 +504,9 @@ class SweepPaths:
 
     def run_log(self, run_id: str) -> Path:
         return self.run(run_id).log
+
+    def run_ranks(self, run_id: str) -> Path:
+        return self.run(run_id).ranks
 
     def run_iterations(self, run_id: str) -> Path:
         return self.run(run_id).iterations

@@ -125,8 +125,12 @@ def get_run_iterations(wildcards):
     return [str(PATHS.run_iterations(run_id)) for run_id in SUBMITTED]
 
 
-def get_run_logs(wildcards):
-    return [str(PATHS.run_log(run_id)) for run_id in SUBMITTED]
+def get_run_ranks(wildcards):
+    """A run's folder of further log files (the run rule's output): a run folder written before the run rule made
+    one has none, and its parse then declares none (so that it is not run again for it).
+    """
+    run = PATHS.run(wildcards.run_id)
+    return [str(run.ranks)] if run.ranks.exists() or not run.run_json.exists() else []
 
 
 def get_sweep_dir(wildcards):

@@ -18,6 +18,7 @@ if is_ingest():
         output:
             run=str(PATTERN.run_json("{run_id}")),
             log=str(PATTERN.run_log("{run_id}")),
+            ranks=directory(str(PATTERN.run_ranks("{run_id}"))),  # the run's further files (often none)
         log:
             str(PATTERN.rule_log("ingest", "{run_id}")),
         localrule: True

@@ -4,6 +4,7 @@ rule parse:
     input:
         run=str(PATTERN.run_json("{run_id}")),
         log=str(PATTERN.run_log("{run_id}")),
+        ranks=get_run_ranks,
         config=str(PATTERN.run_config("{run_id}")),
     output:
         iterations=update(str(PATTERN.run_iterations("{run_id}"))),
@@ -21,7 +22,6 @@ rule aggregate:
         runs=get_run_jsons,
         summaries=get_summaries,
         iterations=get_run_iterations,
-        logs=get_run_logs,
     output:
         runs=update(str(PATTERN.runs)),
         iterations=update(str(PATTERN.iterations)),

@@ -8,6 +8,7 @@ if not is_ingest():
         output:
             run=str(PATTERN.run_json("{run_id}")),
             log=str(PATTERN.run_log("{run_id}")),
+            ranks=directory(str(PATTERN.run_ranks("{run_id}"))),  # torchrun's per-rank files (often none)
         log:
             str(PATTERN.rule_log("run", "{run_id}")),
         localrule: True

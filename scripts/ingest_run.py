@@ -4,6 +4,6 @@ from graphsweep.run.ingest import write_run
 from graphsweep.smk import logging_to, one_line_errors, run_dir
 
 with logging_to(snakemake.log[0]), one_line_errors():
-    run = run_dir(snakemake.output.run, snakemake.output.log)
+    run = run_dir(snakemake.output.run, snakemake.output.log, snakemake.output.ranks)
     record = write_run(run, [Path(p) for p in snakemake.input.logs], dict(snakemake.params.facts), snakemake.params.seed)
     print(f"ingested {run.run_id} from {', '.join(f['path'] for f in record['source_files'])} (nothing submitted)")

@@ -14,7 +14,7 @@ def say(message):
 try:
     with logging_to(snakemake.log[0]), one_line_errors():
         execute_run(
-            run_dir(snakemake.input.config, snakemake.output.run, snakemake.output.log),
+            run_dir(snakemake.input.config, snakemake.output.run, snakemake.output.log, snakemake.output.ranks),
             jobs_dir=Path(snakemake.params.jobs_dir),
             attempt=int(snakemake.resources.attempt),
             timeout_min=int(snakemake.resources.timeout_min),

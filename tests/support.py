@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from graphsweep.judge import prose
+from graphsweep.parse.run import parse_run
 from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, write_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,11 +91,8 @@ NAN_RULE = (
     "check_for_nan_in_loss must be disabled when using full_iteration CUDA graph. "
     "Set rerun_state_machine.check_for_nan_in_loss=False."
 )
-OOM_TEXT = (
-    # PyTorch >= 2.4 allocator message, docs/megatron-facts.md §5.8
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.54 GiB. GPU 0 has a total capacity of 139.81 GiB "
-    "of which 1.02 GiB is free."
-)
+# A CUDA OOM run's reason as the parser writes it, for a real Bridge log that ran out of memory on an H200
+OOM_TEXT = parse_run([SHARED_FIXTURES / "logs" / "megatron-h200" / "oom.log"], arm="eager", warmup=WARMUP).summary.reason
 
 
 def _series(rng: np.random.Generator, steady_ms: float, capture: bool, noise: float = 0.01) -> list[float]:

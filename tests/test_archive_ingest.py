@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
+import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -187,6 +189,17 @@ def test_per_rank_files_of_one_run_are_one_run(tmp_path):
     assert runs.loc["te_attn", "outcome"] == "completed" and runs.loc["te_attn", "capture_seen"]
     assert runs.loc["eager", "outcome"] == "completed"
     assert (tmp_path / "results" / "h200-by-hand" / "report.html").stat().st_size > 0
+    # ranks/ is a declared output of the ingest rule and an input of the parse rule: what parse reads is declared
+    run_dirs = tmp_path / "results" / "h200-by-hand" / "runs"
+    te_run = next(d for d in run_dirs.iterdir() if ".te_attn." in d.name)
+    assert sorted(f.name for f in (te_run / "ranks").glob("*.log")) == ["001.log", "002.log", "003.log"]
+    assert all(not any((d / "ranks").glob("*.log")) for d in run_dirs.iterdir() if d != te_run)  # one file each
+    dry = snakemake(ROOT, "-n", "--cores", "1", "--forcerun", "parse", "--config", f"spec={spec_path}",
+                    f"results={tmp_path / 'results'}")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    inputs = re.findall(r"^rule parse:\n    input: (.*)$", dry.stdout, re.M)
+    assert sorted(inputs) == sorted(f"{d / 'run.json'}, {d / 'log.txt'}, {d / 'ranks'}, {d / 'config.yaml'}"
+                                    for d in run_dirs.iterdir()), dry.stdout[-3000:]
 
 
 @pytest.mark.snakemake

@@ -19,7 +19,9 @@ from graphsweep import logformat as lf
 from graphsweep import provenance
 from graphsweep.entry import host_time
 from graphsweep.parse.run import parse_run
+from graphsweep.store.aggregate import aggregate
 from graphsweep.store.tables import RUN_TIME_COLUMNS
+from graphsweep.vocab import RunDir, UnusableFile
 from tests.support import ROOT, copy_workflow, snakemake
 
 
@@ -93,7 +95,7 @@ def test_megatron_dense_example_provenance_comes_from_the_training_process() -> 
     assert len(runs) == 16
     for r in runs.itertuples():
         folder = EXAMPLES / "megatron-tiny-vanilla-gpt" / "runs" / r.run_id
-        (line,) = provenance.from_logs([folder / "log.txt"])  # the entry's line, one rank
+        (line,) = parse_run([folder / "log.txt"]).summary.provenance_lines  # the entry's line, one rank
         assert line["versions"]["megatron_bridge"] == r.prov_bridge == "0.6.2"
         assert (line["versions"]["megatron_core"], line["versions"]["transformer_engine"]) == (r.prov_mcore, r.prov_te)
         assert line["versions"]["torch"] == r.prov_torch and line["gpu"]["name"] == r.prov_gpu_name == "NVIDIA H200"
@@ -106,6 +108,47 @@ def test_megatron_dense_example_provenance_comes_from_the_training_process() -> 
         assert r.command == ran["command"] and "TORCH_NCCL_AVOID_RECORD_STREAMS" not in r.command
         assert env["TORCH_NCCL_AVOID_RECORD_STREAMS"] == "1"
         assert "TORCH_NCCL_AVOID_RECORD_STREAMS" not in ran["provenance"]["env"]
+
+
+def records_only(tmp: Path, sweep: str) -> list[RunDir]:
+    """The sweep's run folders with their records (run.json, summary.json, iterations.parquet) and no log at all."""
+    runs = []
+    for src in sorted((EXAMPLES / sweep / "runs").iterdir()):
+        run = RunDir(tmp / "runs" / src.name)
+        if (src / run.SUMMARY).exists():
+            run.root.mkdir(parents=True)
+            for name in (run.RUN, run.SUMMARY, run.ITERATIONS):
+                shutil.copy(src / name, run.root / name)
+            runs.append(run)
+    return runs
+
+
+def test_aggregate_reads_the_run_records_never_a_log(tmp_path: Path) -> None:
+    """runs.parquet comes back whole from the runs' records alone: the versions the training process printed
+    (prov_*) and where each run's wall time went (time_*) are the parser's, kept in summary.json."""
+    sweep = "megatron-tiny-vanilla-gpt"  # its versions are the training process's, not the job wrapper's
+    kept = pd.read_parquet(EXAMPLES / sweep / "runs.parquet")
+    by_id = {run.run_id: run for run in records_only(tmp_path, sweep)}
+    runs = [by_id[r] for r in kept.run_id]  # the order the workflow gives them in
+    assert not any(run.log.exists() or run.ranks.exists() for run in runs)
+    aggregate(EXAMPLES / sweep / "plan.parquet", runs, tmp_path / "runs.parquet", tmp_path / "iterations.parquet")
+    assert kept.prov_torch.notna().all() and kept.time_startup_s.notna().all()  # from the training's lines
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs.parquet").drop(columns="log_path"),
+                                  kept.drop(columns="log_path"))
+
+
+def test_a_summary_parsed_before_it_kept_the_logs_facts_is_named(tmp_path: Path) -> None:
+    """A summary.json written before the parser kept the provenance lines and stamps: aggregate says which file and
+    what to do, instead of losing the training process's versions."""
+    sweep = "megatron-tiny-vanilla-gpt"
+    runs = records_only(tmp_path, sweep)
+    old = json.loads(runs[0].summary.read_text())
+    for key in ("provenance_lines", "first_iteration_stamp", "last_iteration_stamp"):
+        old.pop(key)
+    runs[0].summary.write_text(json.dumps(old))
+    with pytest.raises(UnusableFile, match=r"summary\.json: lacks provenance_lines .*no job is submitted"):
+        aggregate(EXAMPLES / sweep / "plan.parquet", runs, tmp_path / "runs.parquet", tmp_path / "iterations.parquet")
+    assert not (tmp_path / "runs.parquet").exists()
 
 
 def test_dropless_moe_full_iteration_is_blocked_by_preflight_and_its_real_failure_names_the_cause() -> None:

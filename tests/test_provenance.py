@@ -13,11 +13,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from graphsweep import logformat as lf
 from graphsweep import provenance
 from graphsweep.store.aggregate import aggregate
 from graphsweep.store.tables import write_table
 from graphsweep.judge.compare import compare
 from graphsweep.plan.planner import plan_sweep, write_plan, write_run_config
+from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.run.job import job_main
@@ -64,11 +66,14 @@ def test_collect_does_not_raise_without_git_or_nvidia_smi(monkeypatch):
 
 
 def test_training_side_line_wins_for_versions(tmp_path):
-    """The job runs outside the container on Slurm; the line the training prints inside it has the real versions."""
+    """The job runs outside the container on Slurm; the line the training prints inside it has the real versions.
+    The parser keeps it (summary.json provenance_lines): once, though log.txt and a rank's file both print it."""
     line = provenance.log_line({"GRAPHSWEEP_CONTAINER_IMAGE": "nemo:25.11", **GRAPH_ENV})
-    log = tmp_path / "log.txt"
-    log.write_text("setup\n" + line + "\n iteration        1/      30 | ...\n")
-    found = provenance.from_logs([log])
+    log, rank = tmp_path / "log.txt", tmp_path / "rank0.log"
+    log.write_text("setup\n[default0]:" + line + "\n iteration        1/      30 | ...\n")
+    rank.write_text(line + "\n")
+    found = parse_run([rank, log]).summary.provenance_lines
+    assert found == [json.loads(line.removeprefix(lf.PROVENANCE))]
     merged = provenance.merge({"versions": {"torch": "controller-torch", "python": "3.11.0"}, "container": {}}, found)
     assert merged["versions"]["torch"] == md.version("torch")
     assert merged["container"]["image"] == "nemo:25.11"
@@ -179,7 +184,7 @@ def test_training_line_survives_a_cudnn_that_torch_refuses(monkeypatch):
     monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
     monkeypatch.setattr(torch.backends.cudnn, "version", refuse)
     line = provenance.log_line({})
-    facts = json.loads(line.removeprefix(provenance.LOG_MARKER))
+    facts = json.loads(line.removeprefix(lf.PROVENANCE))
     assert facts["versions"]["torch"] == torch.__version__
     assert any("cuDNN version incompatibility" in e for e in facts["errors"])
 
@@ -220,7 +225,7 @@ def test_container_like_split_records_the_training_processs_stack(tmp_path):
     wrapper = json.loads((run_dir / "run.json").read_text())["provenance"]
     assert wrapper["versions"]["python"].startswith("3.11") and wrapper["versions"]["torch"] == md.version("torch")
     log = (run_dir / "log.txt").read_text()
-    assert provenance.LOG_MARKER in log  # printed by the entry before training (which then fails: no GPU here)
+    assert lf.PROVENANCE in log  # printed by the entry before training (which then fails: no GPU here)
     training = {k: subprocess.run([MEGATRON_PYTHON, "-c", f"import importlib.metadata as m; print(m.version('{d}'))"],
                                   capture_output=True, text=True, check=True).stdout.strip()
                 for k, d in (("torch", "torch"), ("te", "transformer-engine"), ("mcore", "megatron-core"),

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from graphsweep import logformat as lf
+from graphsweep.parse.files import read_line
 from graphsweep.report import gpu_time
 from graphsweep.store import timeparts as tp
 from graphsweep.store.tables import RUN_TIME_COLUMNS
@@ -34,11 +35,14 @@ def committed(sweep: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def stamp_of(row: pd.Series, run_dir: Path) -> dt.datetime:
-    path = tp.iteration_file(row.source_file, run_dir)
-    assert path is not None, row.source_file
-    stamp = tp.line_stamp(path, int(row.line), int(row.iteration))
-    assert stamp is not None, (path, row.line)
-    return stamp
+    """The time stamp on an iteration row's line, read from the committed log by hand (the regex below, not the
+    parser's pattern): what the parser's summary.json stamps must agree with."""
+    parts = Path(row.source_file).parts
+    path = run_dir.joinpath(*parts[parts.index(run_dir.name) + 1:])  # the row names its file as the parser was given it
+    line = path.read_text(errors="replace").splitlines()[int(row.line) - 1]
+    m = re.search(rf"\[([\d-]+ [\d:.]+)\] iteration\s+{int(row.iteration)}/", line)
+    assert m, (path, row.line)
+    return dt.datetime.fromisoformat(m[1])
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -59,6 +63,29 @@ def test_the_parts_add_up_to_the_job_wall_time_and_agree_with_the_last_stamp(swe
         assert r.gpu_seconds == pytest.approx(r.gpus * r.wall_s, abs=0.01)
         for p in (*PARTS, "outside"):
             assert getattr(r, f"gpu_{p}_s") == pytest.approx(r.gpus * getattr(r, f"time_{p}_s"), abs=0.01)
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_the_parser_keeps_the_first_and_last_iteration_stamps(sweep: str) -> None:
+    """summary.json holds the stamps on the run's first and last iteration lines, as the log printed them: what the
+    split above reads (timeparts reads records, never a log)."""
+    _, iterations = committed(sweep)
+    for run_dir in sorted((EXAMPLES / sweep / "runs").iterdir()):
+        rows = iterations[iterations.run_id == run_dir.name].sort_values("iteration")
+        if not (run_dir / "summary.json").exists() or not len(rows):
+            continue
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert (dt.datetime.fromisoformat(summary["first_iteration_stamp"]),
+                dt.datetime.fromisoformat(summary["last_iteration_stamp"])) == \
+            (stamp_of(rows.iloc[0], run_dir), stamp_of(rows.iloc[-1], run_dir)), run_dir.name
+
+
+def test_one_line_is_read_by_its_number_across_blocks() -> None:
+    """parse/files.py read_line, the stamps' reader: every line of a real log, with blocks cut mid-line."""
+    log = EXAMPLES / "megatron-1b-dense" / "runs" / "s512-ca7740.eager.r1" / "log.txt"
+    lines = log.read_bytes().splitlines(keepends=True)
+    for size in (7, 4096, 1 << 24):
+        assert [read_line(log, k, size) for k in range(1, len(lines) + 2)] == lines + [b""]
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)

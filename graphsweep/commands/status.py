@@ -24,9 +24,10 @@ from graphsweep.commands import console as _console
 from graphsweep.commands import fail, plain
 from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import prose
+from graphsweep.parse.progress import latest_iteration
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.controller import process_alive
-from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, latest_iteration, sacct
+from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, sacct
 from graphsweep.run.submit import read_failure
 from graphsweep.store.readback import read_job_side, read_run_info, read_summary
 from graphsweep.store.tables import read_table

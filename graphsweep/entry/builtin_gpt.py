@@ -296,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and has_cuda) else "cpu")
     name = torch.cuda.get_device_name() if has_cuda and device.type == "cuda" else "cpu"
     say(f"{lf.DEVICE}{name} torch {torch.__version__} cuda {torch.version.cuda or 'none'}")
-    say(provenance.log_line())  # the CUDA stack as this process sees it, joined into runs.parquet by aggregate
+    say(provenance.log_line())  # the CUDA stack as this process sees it: the parser keeps it for runs.parquet
     if not has_cuda and cfg.variant != EAGER:
         print(lf.NO_CUDA, file=sys.stderr, flush=True)
         return BLOCKED_EXIT

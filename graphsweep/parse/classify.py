@@ -18,9 +18,8 @@ evidence in the reason.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 from graphsweep import logformat as lf
 from graphsweep.parse import captured, crash, signatures as sg
@@ -232,7 +231,7 @@ def _cuda_oom(c: Ctx) -> RunSummary | None:
     if h is None:
         return None
     s = c.fail(OOM, OOM, h, "")
-    s.oom_request = _oom_request([x.text for x in c.hits if x.sig.rule == sg.R_OOM])
+    s.oom_request = next((m[1] for x in c.hits if x.sig.rule == sg.R_OOM and (m := lf.OOM_REQUEST.search(x.text))), None)
     s.reason = f"CUDA OOM at {c.at()}" + (f" allocating {s.oom_request}" if s.oom_request else "") + \
         f" ({h.sig.source})"
     return s
@@ -572,14 +571,6 @@ def _cause(h: Hit) -> str:
     name."""
     cuda = lf.CUDA_ERROR.decode()
     return _with_enum(_after(h.text, cuda if cuda in h.text else h.sig.needle.decode()), h)
-
-
-def _oom_request(texts: Sequence[str]) -> str | None:
-    for t in texts:
-        m = re.search(r"Tried to allocate ([\d.]+ ?[KMGT]?i?B)", t)
-        if m:
-            return m.group(1)
-    return None
 
 
 def _retry_note(s: RunSummary) -> None:

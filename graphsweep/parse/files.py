@@ -1,5 +1,5 @@
-"""Reading a log file as bytes: is it text at all, and its content in blocks of whole lines (for the vectorised scan
-of graphsweep/parse/scan.py)."""
+"""Reading a log file as bytes: is it text at all, its content in blocks of whole lines (for the vectorised scan
+of graphsweep/parse/scan.py), and one line of it by number."""
 
 from __future__ import annotations
 
@@ -43,3 +43,24 @@ def blocks(path: Path, size: int) -> Iterator[bytes]:
             else:
                 carry = data[cut:]
                 yield data[:cut]
+
+
+def read_line(path: Path | str, lineno: int, size: int = 1 << 24) -> bytes:
+    """Line `lineno` (1-based) of the file, found by counting newlines a block at a time; b"" past its end."""
+    before = lineno - 1  # newlines before the line
+    with open(path, "rb") as f:
+        offset = 0
+        while before:
+            block = f.read(size)
+            if not block:
+                return b""
+            n = block.count(b"\n")
+            if n < before:
+                before, offset = before - n, offset + len(block)
+                continue
+            at = -1
+            for _ in range(before):
+                at = block.index(b"\n", at + 1)
+            offset, before = offset + at + 1, 0
+        f.seek(offset)
+        return f.readline()

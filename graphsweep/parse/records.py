@@ -78,6 +78,13 @@ class RunSummary:
     device: str | None = None
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # what the log says beyond the outcome, for runs.parquet's prov_* and time_* columns (store/tables.py
+    # SUMMARY_NOT_COLUMNS): the training processes' provenance lines (logformat.PROVENANCE), one per (rank, host),
+    # lowest rank first
+    provenance_lines: list[dict] = field(default_factory=list)
+    # the time stamps (the training process's local time, as printed) of the first and the last iteration row
+    first_iteration_stamp: str | None = None
+    last_iteration_stamp: str | None = None
 
 
 def summary_to_dict(summary: RunSummary) -> dict:
@@ -192,6 +199,7 @@ class Evidence:
     last_line: Mark | None = None
     recognised_lines: bool = False  # any Megatron line at all (iteration, marker, memory, signature)
     device: str | None = None
+    provenance: list[dict] = field(default_factory=list)  # provenance lines, one per (rank, host), lowest rank first
     iter_lines_unparsed: int = 0
     superseded: list[str] = field(default_factory=list)  # notes on earlier attempts replaced by a restart
     death: Death = field(default_factory=Death)

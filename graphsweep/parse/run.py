@@ -4,7 +4,9 @@
 
 Several files per run (per-rank files, `log-allranks`, restarts `_0`, `_1`) are merged by iteration number; for a
 repeated iteration the later file wins (a restart redoes the iterations after its checkpoint). Pass files in
-chronological order. Never raises for content: a bad log is a result (unparseable), not a crash.
+chronological order. Never raises for content: a bad log is a result (unparseable), not a crash. What later stages
+need of the logs beyond the outcome (the training processes' provenance lines, the time stamps of the first and
+last iteration lines) goes into the summary too: no stage after this one opens a log.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from graphsweep.logformat import MEM_FIELDS
+from graphsweep import logformat as lf
 from graphsweep.parse import captured, crash
+from graphsweep.parse.files import read_line
 from graphsweep.parse.memory import merge as merge_readings
 from graphsweep.parse.classify import classify
 from graphsweep.parse.records import Evidence, Mark, RunSummary
@@ -75,7 +78,7 @@ def _frame(scans: Sequence[FileScan], run_id: str) -> pd.DataFrame:
         col[: len(st)][fill] = st[fill]
         df["tflops"] = col
     memory = _merge_memory(scans)
-    mem = np.full((len(df), len(MEM_FIELDS)), np.nan)
+    mem = np.full((len(df), len(lf.MEM_FIELDS)), np.nan)
     if memory and len(df):
         # iterations are unique and sorted here: a binary search, not a dict of every row (1.35 M rows: ~100 MB)
         its = df["iteration"].to_numpy()
@@ -102,6 +105,37 @@ def _merge_memory(scans: Sequence[FileScan]) -> dict[int, list[float]]:
         for it, vals in fs.memory.items():
             out[it] = merge_readings(out.get(it), vals)
     return out
+
+
+def provenance_lines(lines: Sequence[dict]) -> list[dict]:
+    """The training processes' provenance lines (logformat.PROVENANCE), in file order: the same line in log.txt and
+    a per-rank file counts once (its rank and host), lowest rank first."""
+    found: dict[tuple, dict] = {}
+    for facts in lines:
+        found.setdefault((facts.get("rank"), facts.get("host")), facts)
+    return sorted(found.values(), key=lambda f: (f.get("rank") is None, f.get("rank") or 0))
+
+
+def _stamp(path: str, line: int, iteration: int) -> str | None:
+    """The time stamp on the line of iteration `iteration` (1-based line `line` of `path`), as it was printed."""
+    try:
+        text = read_line(path, line)
+    except OSError:
+        return None
+    for m in lf.ITER_STAMP.finditer(text):  # ranks glued into one line: the stamp of this iteration's head
+        if int(m[2]) == iteration:
+            return m[1].decode()
+    return None
+
+
+def _stamps(df: pd.DataFrame) -> tuple[str | None, str | None]:
+    """The time stamps of the first and the last iteration row (store/timeparts.py splits the job's time there)."""
+    timed = df[df["elapsed_ms"].notna()]
+    if not len(timed):
+        return None, None
+    head, tail = timed.iloc[0], timed.iloc[-1]
+    return (_stamp(str(head.source_file), int(head.line), int(head.iteration)),
+            _stamp(str(tail.source_file), int(tail.line), int(tail.iteration)))
 
 
 def _larger(a: float | None, b: float | None) -> float | None:
@@ -184,6 +218,7 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         ev.device = ev.device or fs.device
         ev.iter_lines_unparsed += fs.iter_lines_unparsed
         ev.capture_started |= fs.capture_state != "none"
+    ev.provenance = provenance_lines([facts for fs in scans for facts in fs.provenance])
     ev.death = crash.merge([(fs.path, fs.crash_lines, len(fs.it)) for k, fs in enumerate(scans)
                             if not fs.problem and k not in restarted])
     n = captured.count([fs for k, fs in enumerate(scans) if not fs.problem and k not in restarted])
@@ -237,4 +272,6 @@ def parse_run(paths: Sequence[Path | str], *, arm: str = EAGER, warmup: int | No
     ev = _evidence(scans, df)
     summary = classify(ev, arm=arm, warmup=warmup, run_info=run_info, min_steady=min_steady,
                           previous=_previous(run_info))
+    summary.provenance_lines = ev.provenance
+    summary.first_iteration_stamp, summary.last_iteration_stamp = _stamps(df)
     return ParsedRun(df, summary)

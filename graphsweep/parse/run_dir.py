@@ -14,7 +14,7 @@ import pandas as pd
 
 from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost, split_segments
 from graphsweep.parse.records import RunSummary, summary_to_dict
-from graphsweep.parse.run import parse_run
+from graphsweep.parse.run import parse_run, provenance_lines
 from graphsweep.store.tables import write_table
 from graphsweep.store.readback import read_run_config, read_run_info
 from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, RunDir, pair_run_id, write_json
@@ -42,6 +42,7 @@ def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
     seg_dir.mkdir(exist_ok=True)
     arms: list[ArmOfPair] = []
     records = []
+    lines: list[dict] = []  # the segments' provenance lines: the job's
     expected = [EAGER, CONTROL if run.get("impl") == "none" else GRAPH]
     for arm in expected + [a for a in dict.fromkeys(seg.arm for seg in segments) if a not in expected]:
         parsed = []
@@ -54,6 +55,7 @@ def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
             p = parse_run([path], arm=GRAPH if arm == GRAPH else EAGER, warmup=int(run["warmup"]),
                                 run_info=seg_info, run_id=pair_run_id(run["run_id"], arm))  # fmt: skip
             parsed.append((seg, p))
+            lines += p.summary.provenance_lines
             records.append(segment_record(seg, summary_to_dict(p.summary)))
         arms.append(combine_arm(pair_run_id(run["run_id"], arm), arm, parsed))
     split_cost(arms, float(info.get("wall_s") or 0.0), int(info.get("gpus") or run.get("gpus") or 1))
@@ -68,6 +70,7 @@ def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
         "order": [seg.label for seg in segments],
         "segments": records,
         "arms": by_arm,
+        "provenance_lines": provenance_lines(lines),
     }
     write_json(run_dir.summary, summary)
     return summary

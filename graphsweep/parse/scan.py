@@ -109,6 +109,7 @@ class FileScan:
     straggler: tuple[int, str] | None = None
     slurm_infra: tuple[str, int, str] | None = None
     device: str | None = None
+    provenance: list[dict[str, Any]] = field(default_factory=list)  # `[graphsweep] provenance:` facts, file order
     # evidence
     hits: list[Hit] = field(default_factory=list)
     hit_ids: set[str] = field(default_factory=set)
@@ -178,6 +179,8 @@ def _handle_line(fs: FileScan, raw: bytes, lineno: int) -> None:
         _lifecycle(fs, raw, lineno)
     if lf.FRAME_NEEDLE in raw:
         _frame(fs, raw, lineno)
+    if lf.PROVENANCE_B in raw and (facts := lf.provenance_facts(raw)) is not None:
+        fs.provenance.append(facts)
     if fs.seed is None and lf.SEED_NEEDLE in raw and (m := lf.SEED_LINE.search(raw)):
         fs.seed = int(m.group(1))
     if raw.rstrip().endswith(lf.RNG_SECTION):
@@ -452,9 +455,7 @@ def _other_pattern() -> str:
 
 
 _OTHER_PATTERN = _other_pattern()  # once per process, not once per log (it was 10% of parsing a builtin log)
-
 _ITER_LITERAL = re.escape(lf.ITER_NEEDLE.decode())
-
 _STEP_LITERAL = re.escape(lf.STEP_NEEDLE.decode())
 
 

@@ -82,27 +82,14 @@ def memory_figure(t: SweepTables) -> str:
     return " / ".join(vd.MEMORY_FIGURES.get(m, m) for m in metrics) or "the runs' memory figure"
 
 
-# PyTorch >= 2.4 allocator message (docs/megatron-facts.md §5.8; older builds print "capacty"): the numbers a reader
-# needs fit in one line; the full text stays in comparison.parquet and in the HTML tooltip.
-_TORCH_OOM = re.compile(
-    r"(?:torch\.(?:cuda\.)?)?OutOfMemoryError: CUDA out of memory\. Tried to allocate ([\d.]+ [KMGT]i?B)\."
-    r"(?: GPU (\d+) has a total capac(?:i)?ty of ([\d.]+ [KMGT]i?B) of which ([\d.]+ [KMGT]i?[B]) is free\.)?[^;]*"
-)
-
-
-def _compact_oom(m: re.Match[str]) -> str:
-    if m.group(3):
-        return f"CUDA OOM, tried to allocate {m.group(1)} (GPU {m.group(2)}: {m.group(3)} total, {m.group(4)} free)"
-    return f"CUDA OOM, tried to allocate {m.group(1)}"
-
-
 def display_reason(row: pd.Series | dict[str, Any]) -> str:
-    """short_reason, made to fit a table cell: run ids without their shape, PyTorch's OOM text in one line."""
+    """short_reason, made to fit a table cell: run ids without their shape (a run's own reason is the parser's
+    sentence from its fields, e.g. a CUDA OOM's `allocating 20.00 MiB`: nothing here reads a log's text)."""
     text = short_reason(row)
     sid = str(row.get("shape_id") or "")
     if sid:
         text = text.replace(sid + ".", "")
-    return _TORCH_OOM.sub(_compact_oom, text).strip()
+    return text.strip()
 
 
 def fmt_percent(x: float) -> str:

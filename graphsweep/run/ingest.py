@@ -192,14 +192,14 @@ def _set(d: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = None,
               seed: int | None = None) -> dict[str, Any]:
-    """The run folder of an ingested run: log.txt (+ ranks/NNN.log for further files) and run.json (with the spec's
+    """The run folder of an ingested run: log.txt, ranks/ (NNN.log for further files) and run.json (with the spec's
     source.seed, which the parser takes where the log states no seed)."""
     run.root.mkdir(parents=True, exist_ok=True)
     if run.ranks.is_dir():
         shutil.rmtree(run.ranks)
+    run.ranks.mkdir()  # a declared output, empty for a run of one file
     shutil.copyfile(files[0], run.log)
     for i, extra in enumerate(files[1:], start=1):
-        run.ranks.mkdir(exist_ok=True)
         shutil.copyfile(extra, run.ranks / f"{i:03d}.log")
     stats = [f.stat() for f in files]
     prov: dict[str, Any] = {"source": "ingest"}

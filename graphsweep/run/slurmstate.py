@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from graphsweep import logformat as lf
+from graphsweep.parse.progress import latest_iteration
 
 # sacct states in which a job may still finish: keep waiting.
 ALIVE_STATES = frozenset(
@@ -95,25 +95,6 @@ def sacct(job_ids: Iterable[str], timeout_s: float = 60.0) -> dict[str, JobRecor
         stdin=subprocess.DEVNULL,
     ).stdout
     return parse_sacct(out)
-
-
-def latest_iteration(log: str | Path | None, tail_bytes: int = 65536) -> tuple[int, int] | None:
-    """(i, N) of the last `iteration i/N |` line in the log's tail; None when there is none (yet)."""
-    if not log:
-        return None
-    try:
-        with open(log, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - tail_bytes))
-            tail = f.read()
-    except OSError:
-        return None
-    matches = lf.ITER_HEAD.findall(tail)  # the iteration line of the log grammar
-    if not matches:
-        return None
-    i, n = matches[-1]
-    return int(i), int(n)
 
 
 @dataclass

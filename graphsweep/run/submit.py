@@ -35,6 +35,7 @@ import submitit
 import yaml
 
 from graphsweep import resources
+from graphsweep.parse.progress import latest_iteration
 from graphsweep.parse.signatures import find_transient
 from graphsweep.run import gate as launch_gate
 from graphsweep.run.controller import process_start
@@ -47,7 +48,6 @@ from graphsweep.run.slurmstate import (
     SlurmWaiter,
     WaitLimits,
     default_state_dir,
-    latest_iteration,
     result_pickle,
 )
 from graphsweep.store.readback import read_job_side, read_run_config
@@ -556,10 +556,11 @@ def execute_run(
 ) -> dict[str, Any]:
     """The run rule: submit (or reattach), wait, retry once on a known-transient signature, write run.json.
 
-    Reads the run's config.yaml (validated) and writes its run.json and log.txt (the rule's declared files). `gate`:
-    the summaries of the shape's eager runs, for a graph arm of a spec with `launch_gate: true` (run/gate.py)."""
+    Reads the run's config.yaml (validated) and writes its run.json, log.txt and ranks/ (the rule's declared files).
+    `gate`: the summaries of the shape's eager runs, for a graph arm of a spec with `launch_gate: true` (run/gate.py)."""
     cfg = read_run_config(run)
     run_json, log_path = run.run_json, run.log
+    run.ranks.mkdir(parents=True, exist_ok=True)  # a declared output: the job's per-rank files land there, if any
     plan = LaunchPlan.from_dict(cfg["launch"])
     if cfg.get("gate") and gate:
         decision = launch_gate.decide(gate, float(cfg["gate"]["margin"]))

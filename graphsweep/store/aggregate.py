@@ -1,8 +1,9 @@
-"""Gather the per-run files of a sweep into runs.parquet and iterations.parquet.
+"""Gather the per-run records of a sweep into runs.parquet and iterations.parquet.
 
-Each run comes as its RunDir, built from the aggregate rule's declared inputs; every file is validated as it is
-read (a damaged one is UnusableFile: the file, what is wrong, how to go on), and nothing is written unless all of
-them are good.
+Each run comes as its RunDir, built from the aggregate rule's declared inputs (run.json, summary.json,
+iterations.parquet: records, never a log; what the log says is the parser's, in summary.json); every file is
+validated as it is read (a damaged one is UnusableFile: the file, what is wrong, how to go on), and nothing is
+written unless all of them are good.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from graphsweep import provenance
-from graphsweep.store.tables import read_table, write_table
+from graphsweep.store.tables import SUMMARY_NOT_COLUMNS, read_table, write_table
 from graphsweep.store.readback import read_run_info, read_run_iterations, read_summary
 from graphsweep.store.timeparts import time_columns
 from graphsweep.vocab import EAGER, PAIR, RunDir, UnusableFile
@@ -31,14 +32,23 @@ def run_row(plan_row: dict[str, Any], run: RunDir) -> dict[str, Any]:
     # the command the job ran (run.json), which differs from today's plan when the job ran under an older graphsweep
     row["command"] = info.get("command") or plan_row.get("command")
     row["previous_attempts"] = json.dumps(info.get("previous_attempts", [])) if info.get("previous_attempts") else None
+    if "provenance_lines" not in summary:
+        raise UnusableFile(run.summary, "lacks provenance_lines (parsed by a graphsweep that left the log's "
+                           "provenance lines and iteration time stamps out of it)", "delete it and the sweep's other "
+                           "summary.json files parsed then: the next snakemake parses those runs again from their "
+                           "logs (no job is submitted)")
     # The job's provenance, with what the training process printed inside its container on top (versions).
-    prov = provenance.merge(info.get("provenance"), provenance.from_logs(run.logs()))
+    prov = provenance.merge(info.get("provenance"), summary["provenance_lines"])
     row["provenance"] = json.dumps(prov, sort_keys=True) if prov else None
     row.update(provenance.flatten(prov))
-    for key, value in summary.items():
-        row[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+    row.update(_columns(summary))
     row["log_path"] = str(run.log)
     return row
+
+
+def _columns(summary: dict[str, Any]) -> dict[str, Any]:
+    """summary.json's facts as runs.parquet values (a list or a record as JSON)."""
+    return {key: json.dumps(value) if isinstance(value, (dict, list)) else value for key, value in summary.items()}
 
 
 def pair_rows(plan_row: dict[str, Any], run: RunDir) -> list[dict[str, Any]]:
@@ -48,8 +58,7 @@ def pair_rows(plan_row: dict[str, Any], run: RunDir) -> list[dict[str, Any]]:
     rows = []
     for arm, facts in summary["arms"].items():
         row = {k: v for k, v in job.items() if k not in summary}  # the job's facts, not the job-level summary keys
-        for key, value in facts.items():
-            row[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+        row.update(_columns(facts))
         # arm: the plan's name (eager | graph | control), not the parser's (which reads a control arm as eager)
         row.update(run_id=facts["run_id"], arm=arm, pair_id=plan_row["run_id"],
                    est_gpu_seconds=(plan_row.get("est_gpu_seconds") or 0.0) / 2)  # the job's estimate, one half per arm
@@ -70,7 +79,9 @@ def aggregate(plan_path: Path, runs: Sequence[RunDir], runs_out: Path, iteration
         plan_row = plan.loc[run.run_id].to_dict()
         new = pair_rows(plan_row, run) if plan_row.get("arm") == PAIR else [run_row(plan_row, run)]
         it = read_run_iterations(run)
-        rows += [{**row, **time_columns(row, it, run.root)} for row in new]  # where its wall time went
+        for row in new:  # where its wall time went (from the summary's iteration stamps), then only columns
+            row.update(time_columns(row, it))
+            rows.append({k: v for k, v in row.items() if k not in SUMMARY_NOT_COLUMNS})
         if len(it):
             frames.append(it)
     table = pd.DataFrame(rows)

@@ -44,6 +44,9 @@ RUN_TIME_COLUMNS = [
     "time_outside_s", "gpu_startup_s", "gpu_warmup_s", "gpu_steady_s", "gpu_after_s", "gpu_untimed_s",
     "gpu_teardown_s", "gpu_outside_s", "time_split",
 ]  # fmt: skip
+# summary.json fields (graphsweep/parse/records.py RunSummary) that aggregate turns into other runs.parquet columns
+# (prov_* with run.json's provenance, RUN_TIME_COLUMNS), never columns of their own
+SUMMARY_NOT_COLUMNS = ("provenance_lines", "first_iteration_stamp", "last_iteration_stamp")
 COMPARISON_COLUMNS = [
     "sweep", "cell_id", "shape_id", "variant", "impl", "scope", "verdict", "reason", "eager_step_ms", "graph_step_ms",
     "speedup", "ci_low", "ci_high", "alpha", "margin", "p_beyond", "p_within", "q_value", "df", "design",

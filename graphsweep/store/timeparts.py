@@ -7,13 +7,13 @@ time (run.json `wall_s`: a monotonic clock read by the job around the training c
 began: the first iteration line's time stamp less that line's elapsed time, against the job's `start_utc`. Both are
 whole seconds, so the split is good to ±1 s. The last line's stamp against `end_utc` checks it: when the two splits
 disagree by more than their stamps can (2 s), the loop spent time that no iteration's elapsed time covers
-(evaluation and checkpoint saves stop Megatron's interval timer), and that is `untimed`.
+(evaluation and checkpoint saves stop Megatron's interval timer), and that is `untimed`. The stamps are the parser's
+(summary.json `first_iteration_stamp`, `last_iteration_stamp`): this module reads records, never a log.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,6 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from graphsweep import logformat as lf
 from graphsweep.store.readback import read_run_info, read_run_iterations, read_summary
 from graphsweep.vocab import RunDir
 
@@ -117,26 +116,6 @@ def loop_parts(it: pd.DataFrame, first: int | None, last: int | None) -> pd.Seri
     return part
 
 
-def iteration_file(source_file: str, run_dir: Path) -> Path | None:
-    """An iteration row's file: under the run folder it names (the row holds the path the parser was given)."""
-    p = Path(source_file)
-    if run_dir.name in p.parts:
-        inside = run_dir.joinpath(*p.parts[len(p.parts) - p.parts[::-1].index(run_dir.name):])
-        if inside.is_file():
-            return inside
-    return p if p.is_file() else None
-
-
-def line_stamp(path: Path, line: int, iteration: int) -> dt.datetime | None:
-    """The time stamp of iteration `iteration`'s line (1-based line `line` of `path`), local time of the process."""
-    with open(path, "rb") as f:
-        raw = next(itertools.islice(f, line - 1, None), b"")
-    for m in lf.ITER_STAMP.finditer(raw):  # ranks glued into one physical line: the stamp of this iteration's head
-        if int(m[2]) == iteration:
-            return dt.datetime.fromisoformat(m[1].decode())
-    return None
-
-
 def _zone(loop_start: dt.datetime, loop_end: dt.datetime, start: dt.datetime, end: dt.datetime) -> float | None:
     """The stamps' offset from UTC (seconds): the one quarter hour that puts the loop inside the job, or None."""
     fits = [k * ZONE_STEP_S for k in ZONES
@@ -163,10 +142,14 @@ def split_outside(outside: float, start: dt.datetime, end: dt.datetime, loop_sta
     return startup, 0.0, outside - startup, SPLIT_STAMPS
 
 
-def time_parts(run: Mapping[str, Any], iterations: pd.DataFrame, run_dir: Path) -> TimeParts:
+def _stamp(text: Any) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(text) if isinstance(text, str) and text else None
+
+
+def time_parts(run: Mapping[str, Any], iterations: pd.DataFrame) -> TimeParts:
     """Where one run's wall time went. `run` holds its run.json and summary.json facts (`run_id`, `wall_s`,
-    `start_utc`, `end_utc`, `steady_first`, `steady_last`, `pair_id` for a pair arm, `executor`); `iterations` its
-    run folder's iterations.parquet (a pair job's: both arms); `run_dir` the folder its logs are in."""
+    `start_utc`, `end_utc`, `steady_first`, `steady_last`, `first_iteration_stamp`, `last_iteration_stamp`,
+    `pair_id` for a pair arm, `executor`); `iterations` its run folder's iterations.parquet (a pair job's: both arms)."""
     it = iterations[iterations["run_id"] == run["run_id"]] if "run_id" in iterations.columns else iterations.iloc[:0]
     if "elapsed_ms" in it.columns:
         it = it[it["elapsed_ms"].notna()].sort_values("iteration")
@@ -190,12 +173,7 @@ def time_parts(run: Mapping[str, Any], iterations: pd.DataFrame, run_dir: Path) 
     if isinstance(run.get("pair_id"), str) and run.get("pair_id"):
         return TimeParts(**loop, outside=outside, split=SPLIT_PAIR)
     start, end = _utc(run.get("start_utc")), _utc(run.get("end_utc"))
-    head, tail = it.iloc[0], it.iloc[-1]
-    stamps = []
-    for row in (head, tail):
-        path = iteration_file(str(row.get("source_file")), run_dir) if isinstance(row.get("source_file"), str) else None
-        line = _num(row.get("line"))
-        stamps.append(line_stamp(path, int(line), int(row["iteration"])) if path and line else None)
+    stamps = [_stamp(run.get("first_iteration_stamp")), _stamp(run.get("last_iteration_stamp"))]
     if start is None or end is None or None in stamps:
         why = "the job's start or end time" if start is None or end is None else "a time stamp on its iteration lines"
         return TimeParts(**loop, outside=outside, split=f"the run has no {why}: start-up and teardown not split")
@@ -204,9 +182,9 @@ def time_parts(run: Mapping[str, Any], iterations: pd.DataFrame, run_dir: Path) 
     return TimeParts(startup=startup, **loop, untimed=untimed, teardown=teardown, outside=outside, split=how)
 
 
-def time_columns(run: Mapping[str, Any], iterations: pd.DataFrame, run_dir: Path) -> dict[str, Any]:
+def time_columns(run: Mapping[str, Any], iterations: pd.DataFrame) -> dict[str, Any]:
     """runs.parquet's RUN_TIME_COLUMNS of one run (see time_parts), GPU-seconds from its `gpus`."""
-    return time_parts(run, iterations, run_dir).columns(_num(run.get("gpus")))
+    return time_parts(run, iterations).columns(_num(run.get("gpus")))
 
 
 def folder_parts(run_dir: Path) -> dict[str, TimeParts]:
@@ -220,4 +198,4 @@ def folder_parts(run_dir: Path) -> dict[str, TimeParts]:
         runs = [{**info, **arm, "pair_id": run.run_id} for arm in summary["arms"].values()]
     else:
         runs = [{**info, **summary, "run_id": run.run_id}]
-    return {r["run_id"]: time_parts(r, iterations, run_dir) for r in runs}
+    return {r["run_id"]: time_parts(r, iterations) for r in runs}

@@ -14,12 +14,12 @@ import submitit
 import yaml
 
 from graphsweep.vocab import LaunchPlan
+from graphsweep.parse.progress import latest_iteration
 from graphsweep.run.slurmstate import (
     SlurmStateCache,
     StuckGuard,
     Waiting,
     interrupt_message,
-    latest_iteration,
     parse_sacct,
     progress_line,
 )
