@@ -22,7 +22,9 @@ PROVENANCE = f"{MARK} provenance: "  # + one JSON object: the CUDA stack as the 
 DEVICE = f"{MARK} device: "  # builtin: device name, torch and CUDA versions
 BLOCKED = f"{MARK} blocked: "  # builtin: the arm cannot run here (exit 3)
 NO_CUDA = f"{BLOCKED}CUDA graphs need a CUDA device (torch.cuda.is_available() is False)"
-LAUNCH_GATE = f"{BLOCKED}launch gate: "  # the run rule skipped a graph arm on its eager arm's diagnostic (run/gate.py)
+# the run rule skipped a graph arm on its eager runs' diagnostic (run/gate.py): the log of that run says only this,
+# the decision is run.json's `gate` record (the parser reads that, not this line)
+GATE_SKIPPED = f"{MARK} not run: the launch gate skipped this graph arm; its decision is the gate record of run.json"
 # builtin: the capture call's own wall time, measured around it (torch.cuda.graph / make_graphed_callables). Logs
 # of the Megatron entry before 2026-12-02 (those with ENTRY_GRAPH_API) printed the capture *iteration's* excess
 # under these words instead (see CAPTURE_ITERATION_EXCESS): the parser reads the old text by who wrote the log.

@@ -158,6 +158,43 @@ class GraphOverrides:
         return cls(str(d["what"]), tuple(map(str, d["paste"])), tuple(map(str, d.get("shared", ()))))
 
 
+@dataclass(frozen=True)
+class GateDecision:
+    """The launch gate's decision on one graph run (spec `launch_gate: true`, graphsweep/run/gate.py), kept as run.json's
+    `gate` record: what its shape's eager runs measured, and the margin. The run rule skips the graph arm when no graph
+    of that step can be faster than 1 + margin; the parser classifies the run from this record, never from a log."""
+
+    ceiling: float | None  # eager step / GPU busy, median over the eager runs that measured it (None: none did)
+    busy_share: float | None  # GPU busy / eager step, over the same runs
+    eager_runs: int  # eager runs that measured it
+    margin: float
+
+    @property
+    def skip(self) -> bool:
+        return self.ceiling is not None and self.ceiling < 1 + self.margin
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ceiling": self.ceiling, "busy_share": self.busy_share, "eager_runs": self.eager_runs,
+                "margin": self.margin}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "GateDecision":
+        """The record as to_dict wrote it; ValueError naming the field that is not."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"gate = {d!r} is not the record of the launch gate's decision")
+
+        def number(key: str, optional: bool) -> Any:
+            v = d.get(key)
+            if (v is None and optional) or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+                return v
+            raise ValueError(f"gate.{key} = {v!r} is not a number")
+
+        runs = d.get("eager_runs")
+        if not isinstance(runs, int) or isinstance(runs, bool) or runs < 0:
+            raise ValueError(f"gate.eager_runs = {runs!r} is not a count of runs")
+        return cls(number("ceiling", True), number("busy_share", True), runs, number("margin", False))
+
+
 # --------------------------------------------------------------------------------------------------
 # The words of a sweep (design.md): a shape is one point of the axes, a variant a graph setting, a cell shape x
 # variant judged against its shape's eager baseline, an arm eager or graph, a run one job of one arm for one repeat

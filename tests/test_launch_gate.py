@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from graphsweep import logformat as lf
 from graphsweep.judge import prose
 from graphsweep.judge.verdict import ArmRun, judge_cell
 from graphsweep.parse.run_dir import parse_run_dir
@@ -21,7 +22,7 @@ from graphsweep.plan.planner import gate_inputs, plan_sweep
 from graphsweep.run import gate
 from graphsweep.run.submit import execute_run
 from graphsweep.sweepspec.load import validate_spec
-from graphsweep.vocab import BLOCKED, RunDir, SpecError
+from graphsweep.vocab import BLOCKED, COMPLETED, GateDecision, RunDir, SpecError, UnusableFile
 from tests.support import ROOT, run_spec
 
 BUILTIN = ROOT / "results" / "examples" / "h200-builtin" / "runs"
@@ -39,10 +40,8 @@ def test_the_gate_runs_what_can_win_and_skips_what_cannot() -> None:
     compute = gate.decide(eager_summaries(COMPUTE), margin=0.02)
     assert not compute.skip and 1.02 < compute.ceiling < 1.06  # 1.05x is still above 1 + 0.02: it runs
     strict = gate.decide(eager_summaries(COMPUTE), margin=0.06)
-    assert strict.skip and strict.runs == 3  # nothing can beat 1 + 0.06 there: measured 0.95x-0.99x, all below
-    line = strict.line()
-    assert line.startswith("[graphsweep] blocked: launch gate: the GPU is busy 95% of an eager step")
-    assert f"no graph of this step can be faster than {strict.ceiling:.3f}x" in line
+    assert strict.skip and strict.eager_runs == 3  # nothing can beat 1 + 0.06 there: measured 0.95x-0.99x, all below
+    assert GateDecision.from_dict(json.loads(json.dumps(strict.to_dict()))) == strict  # run.json's record, typed
 
 
 def test_without_a_measurement_the_graph_arm_runs(tmp_path: Path) -> None:
@@ -63,15 +62,37 @@ def test_a_skipped_graph_run_starts_no_job_and_reads_blocked_with_the_figures(tm
     record = execute_run(run, tmp_path / "jobs", say=said.append, gate=eager_summaries(COMPUTE))
     assert record["executor"] == "launch-gate" and record["gpu_seconds"] == 0.0 and record["job_id"] is None
     assert not (tmp_path / "jobs").exists()  # no job was submitted
-    assert json.loads(run.run_json.read_text())["gate"]["ceiling"] < 1.06
+    decision = GateDecision.from_dict(json.loads(run.run_json.read_text())["gate"])
+    assert decision.skip and decision.ceiling < 1.06
     assert any("skipped by the launch gate" in s for s in said)
+    assert f"{decision.ceiling:.3f}" not in run.log.read_text()  # the log carries no figure to be read back
     summary = parse_run_dir(run)
-    assert (summary.outcome, summary.error_class) == (BLOCKED, LAUNCH_GATE_CLASS)
+    assert (summary.outcome, summary.error_class, summary.signature) == (BLOCKED, LAUNCH_GATE_CLASS, None)
+    assert summary.reason == ("not run (the launch gate): the GPU is busy 95% of an eager step (3 eager run(s)): no "
+                              f"graph of this step can be faster than {decision.ceiling:.3f}x, inside the margin 1 + 0.06")
     v = judge_cell([ArmRun("e", "completed", [86.5] * 20, 0.1)],
                    [ArmRun(run.run_id, summary.outcome, [], reason=summary.reason, error_class=summary.error_class)],
                    margin=0.06)
     assert v.verdict == BLOCKED and v.failure_class == LAUNCH_GATE_CLASS
     assert "launch gate" in prose.reason(v.__dict__)
+
+
+def test_the_decision_is_the_record_never_a_log_line(tmp_path: Path) -> None:
+    """The parser takes the gate's decision from run.json alone: a log line that says the gate skipped the run does not
+    make it so, and a damaged record is named, not guessed at."""
+    src = BUILTIN / f"{COMPUTE}.full_iteration.r1"
+    run = RunDir(tmp_path / src.name)
+    shutil.copytree(src, run.root, ignore=shutil.ignore_patterns("summary.json", "iterations.parquet"))
+    ran = parse_run_dir(run)
+    run.log.write_text(lf.GATE_SKIPPED + "\n" + run.log.read_text())
+    summary = parse_run_dir(run)  # the real H200 run, which did run: a line that claims otherwise is no decision
+    assert (summary.outcome, summary.error_class, summary.reason) == (ran.outcome, ran.error_class, ran.reason)
+    assert summary.outcome == COMPLETED and summary.measurement_usable
+    info = json.loads(run.run_json.read_text())
+    run.run_json.write_text(json.dumps({**info, "gate": {"ceiling": "1.046", "busy_share": 0.95, "eager_runs": 3,
+                                                         "margin": 0.06}}))
+    with pytest.raises(UnusableFile, match=r"run\.json: gate\.ceiling = '1\.046' is not a number"):
+        parse_run_dir(run)
 
 
 def test_without_the_gate_config_the_run_rule_ignores_eager_summaries(tmp_path: Path) -> None:
@@ -113,5 +134,7 @@ def test_graph_runs_wait_for_their_eager_runs_in_the_workflow(tmp_path: Path) ->
     graph = [runs / d.name / "run.json" for d in runs.iterdir() if ".full_iteration." in d.name]
     assert len(eager) == 2 and len(graph) == 2
     assert min(g.stat().st_mtime for g in graph) >= max(e.stat().st_mtime for e in eager)
-    assert all(json.loads(g.read_text())["executor"] == "local" for g in graph)  # not skipped: nothing measured
+    records = [json.loads(g.read_text()) for g in graph]
+    assert all(r["executor"] == "local" for r in records)  # not skipped: nothing measured
+    assert all(GateDecision.from_dict(r["gate"]) == GateDecision(None, None, 0, 0.02) for r in records)
     shutil.rmtree(out)

@@ -28,7 +28,7 @@ from graphsweep.parse.records import Evidence, Hit, Mark, RunSummary
 from graphsweep.parse.signatures import INFRA_STATES, TIME_LIMIT, Signature
 from graphsweep.vocab import (
     BLOCKED, CANCELLED, CAPTURE, COMPLETED, CRASHED, EAGER, GRAPH, INFRA_OUTCOMES, INVALID, LOST, OOM, SETUP, STEADY,
-    TEARDOWN, TIMEOUT, UNPARSEABLE, WARMUP,
+    TEARDOWN, TIMEOUT, UNPARSEABLE, WARMUP, GateDecision,
 )  # fmt: skip
 
 
@@ -172,8 +172,16 @@ def _no_log(c: Ctx) -> RunSummary | None:
 
 
 _BLOCKED_WHAT = {"no_cuda": "no CUDA device", "launch_error": "launch rejected", "blocked_config": "config rejected",
-                 "env_blocked": "environment cannot run it", "api_mismatch": "known API/version breakage",
-                 sg.LAUNCH_GATE_CLASS: "not run (the launch gate)"}
+                 "env_blocked": "environment cannot run it", "api_mismatch": "known API/version breakage"}
+
+
+def _launch_gate(c: Ctx) -> RunSummary | None:
+    """run.json's gate record (vocab.GateDecision, written by graphsweep/run/gate.py): no job ran."""
+    if c.info.get("gate") is None or not (g := GateDecision.from_dict(c.info["gate"])).skip:
+        return None
+    return c.fail(BLOCKED, sg.LAUNCH_GATE_CLASS, None, f"not run (the launch gate): the GPU is busy {g.busy_share:.0%} "
+                  f"of an eager step ({g.eager_runs} eager run(s)): no graph of this step can be faster than "
+                  f"{g.ceiling:.3f}x, inside the margin 1 + {g.margin:g}")
 
 
 def _blocked_by(rule: str) -> Callable[[Ctx], RunSummary | None]:
@@ -411,6 +419,8 @@ def _inconclusive(c: Ctx) -> RunSummary:
 
 
 RULES: tuple[Rule, ...] = (
+    Rule("launch-gate", "run.json's `gate` record says the gate skipped the graph arm (no job ran)",
+         "blocked, launch_gate", _launch_gate),
     Rule("infrastructure", "run.json state PREEMPTED / NODE_FAIL / BOOT_FAIL / CANCELLED / REVOKED / LOST / UNKNOWN; "
          "slurmstepd `DUE TO PREEMPTION` / `DUE TO NODE FAILURE`",
          "preempted / node_fail / cancelled / lost (retried by the workflow, never a result)", _infrastructure),

@@ -17,12 +17,17 @@ from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run, provenance_lines
 from graphsweep.store.tables import write_table
 from graphsweep.store.readback import read_run_config, read_run_info
-from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, RunDir, pair_run_id, write_json
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, GateDecision, RunDir, UnusableFile, pair_run_id, write_json
 
 
 def parse_run_dir(run: RunDir) -> RunSummary | dict:
     rec = read_run_config(run, parse=True)["run"]
     info = read_run_info(run)
+    if info.get("gate") is not None:  # the launch gate's decision (run/gate.py), read by the classifier
+        try:
+            GateDecision.from_dict(info["gate"])
+        except ValueError as exc:
+            raise UnusableFile(run.run_json, str(exc), run.fix_for(run.run_json)) from None
     if rec["arm"] == PAIR:
         return parse_pair_dir(run, rec, info)
     arm = GRAPH if rec["arm"] == GRAPH else EAGER

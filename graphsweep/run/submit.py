@@ -529,21 +529,6 @@ def settings_from_spec(executor: Mapping[str, Any], overrides: Mapping[str, Any]
     return SubmitSettings(**{k: v for k, v in merged.items() if k in known})
 
 
-def _skipped_by_gate(run: RunDir, cfg: Mapping[str, Any], plan: LaunchPlan, decision: launch_gate.GateDecision,
-                     say: Callable[[str], None]) -> dict[str, Any]:
-    """A graph arm the launch gate skipped: its log says why, its run.json that no job ran (no GPU-second spent)."""
-    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    run.log.write_text(decision.line() + "\n")
-    record = {"run_id": cfg["run"]["run_id"], "executor": "launch-gate", "job_id": None, "attempt": 1, "state": None,
-              "exit_code": None, "command": plan.shell(), "host": socket.gethostname(), "start_utc": now,
-              "end_utc": now, "wall_s": 0.0, "gpu_seconds": 0.0, "provenance": {},
-              "gate": {"ceiling": decision.ceiling, "busy_share": decision.busy_share, "eager_runs": decision.runs,
-                       "margin": decision.margin}}
-    write_json(run.run_json, record)
-    say(f"{record['run_id']}: skipped by the launch gate (no graph can win more than {decision.ceiling:.3f}x)")
-    return record
-
-
 def execute_run(
     run: RunDir,
     jobs_dir: Path,
@@ -562,10 +547,11 @@ def execute_run(
     run_json, log_path = run.run_json, run.log
     run.ranks.mkdir(parents=True, exist_ok=True)  # a declared output: the job's per-rank files land there, if any
     plan = LaunchPlan.from_dict(cfg["launch"])
-    if cfg.get("gate") and gate:
-        decision = launch_gate.decide(gate, float(cfg["gate"]["margin"]))
-        if decision.skip:
-            return _skipped_by_gate(run, cfg, plan, decision, say)
+    decision = launch_gate.decide(gate, float(cfg["gate"]["margin"])) if cfg.get("gate") and gate else None
+    if decision is not None and decision.skip:
+        record = launch_gate.record_skipped(run, cfg["run"]["run_id"], plan, decision)
+        say(f"{record['run_id']}: skipped by the launch gate (no graph can win more than {decision.ceiling:.3f}x)")
+        return record
     overrides: dict[str, Any] = {}
     if timeout_min:
         overrides["timeout_min"] = int(timeout_min)
@@ -590,6 +576,8 @@ def execute_run(
         first = {**record, "log": str(kept), "signature": transient}
         record = submit_and_wait(run_id, plan, log_path, jobs_dir, settings, attempt, say)
         record["previous_attempts"] = [first]
+    if decision is not None:  # the gate let it run: its decision is kept as well
+        record["gate"] = decision.to_dict()
     write_json(run_json, record)
     _side_file(jobs_dir).unlink(missing_ok=True)  # finished: nothing to reattach to any more
     _failure_file(jobs_dir).unlink(missing_ok=True)
