@@ -55,6 +55,7 @@ class Job:
     step_ms: tuple[float, ...]  # the steady window's iteration times
     seed: int | None  # the seed the run trained with (log or command)
     loss: tuple[tuple[int, float], ...]  # (iteration, lm loss), every iteration printed
+    warmup: int = PROBE_WARMUP  # cuda_graph_warmup_steps it ran with (capture on warmup + 1)
 
     @property
     def losses(self) -> dict[int, float]:
@@ -73,7 +74,7 @@ def _job(path: Path, source: str, shape: str, variant: str, run_id: str, warmup:
     loss = tuple((int(i), float(x)) for i, x in zip(df.iteration, df.loss) if not math.isnan(x))
     return Job(source, f"{source}/{shape}", f"{source}/{shape}/{variant}", variant, arm, run_id, str(path), s.outcome,
                bool(usable and steady), s.step_ms_median, s.elapsed_resolution_ms or 0.1, steady,
-               s.seed if s.seed is not None else seed, loss)
+               s.seed if s.seed is not None else seed, loss, warmup)
 
 
 @functools.lru_cache(maxsize=1)

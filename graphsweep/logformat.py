@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 MARK = "[graphsweep]"
 
@@ -240,6 +240,37 @@ def decimals(number: bytes) -> int | None:
 THROUGHPUT = re.compile(rb"throughput per GPU \(TFLOP/s/GPU\):\s*" + _F)
 LM_LOSS = re.compile(rb"\blm loss:\s*" + _F)  # printed only when >= 0, so NaN removes it (docs/megatron-facts.md §5.1)
 GRAD_NORM = re.compile(rb"grad norm:\s*" + _F)
+
+
+def print_interval(iterations: Sequence[int]) -> int:
+    """The interval a log printed at: the most common gap between the iterations (a tie: the later gap, since
+    MCore adds a line after the first iteration, training.py L2816 `or is_first_iteration`); 1 for one line."""
+    its = sorted(set(iterations))
+    count: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for k, (a, b) in enumerate(zip(its, its[1:])):
+        count[b - a], last[b - a] = count.get(b - a, 0) + 1, k
+    return max(count, key=lambda g: (count[g], last[g])) if count else 1
+
+
+def loss_broken_from(rows: Sequence[tuple[int, float]]) -> int | None:
+    """The first iteration from which a log's lm loss is NaN/Inf, from its iteration lines in order as (iteration,
+    loss; NaN where the line has no `lm loss` key); None when it stayed finite.
+
+    Bridge and MCore print the key only when the interval's mean is >= 0.0 (docs/megatron-facts.md §5.1), so a NaN
+    loss drops it; but a log may print its loss every N iterations only. A missing key is a NaN only where the
+    log's own pattern expects one: on an iteration at the log's print interval (the most common gap between the
+    iterations it printed a loss for) in phase with its last printed loss, or on any line of a log that prints
+    every iteration. Lines before the first printed loss are not judged. An explicit inf/-inf counts at once."""
+    finite = [i for i, x in rows if x == x and x not in (float("inf"), float("-inf"))]
+    inf = [i for i, x in rows if x in (float("inf"), float("-inf"))]
+    if not finite:
+        return min(inf) if inf else None
+    every = print_interval(finite)
+    printed = set(finite)
+    missing = [i for i, x in rows if x != x and i > finite[0] and i not in printed and (i - finite[-1]) % every == 0]
+    bad = [*missing[:1], *inf]
+    return min(bad) if bad else None
 ANY_LOSS_KEY = re.compile(rb"\| [\w ]*loss: ")
 # Bridge print_rank_0 (docs/megatron-facts.md §5.2): "Step Time : {sec:.2f}s GPU utilization: {tflops:.1f}MODEL_TFLOP/s/GPU"
 STEP_NEEDLE = b"Step Time :"

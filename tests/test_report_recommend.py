@@ -288,3 +288,17 @@ def test_a_drifting_graph_run_is_never_recommended_and_is_said(sweep: dict[str, 
     assert ("faster, but not recommended: full_iteration 6.89× [6.71, 7.08]: 1 of 3 graph runs left eager's lm loss "
             "(run h1024-mb1-3f9a.full_iteration.r2 from iteration 11)") in _section(md)
     assert "1 with one graph run drifting (run-drift: verdict kept, never recommended)" in md
+
+
+def test_a_drifting_cell_beside_the_choice_is_not_also_faster_by_less(sweep: dict[str, Path]) -> None:
+    """Constructed table: attn (1.59x) has a drifting graph run while full_iteration (6.89x, parity ok) is chosen.
+    Before: 'also faster, by less: attn 1.59×' beside the recommendation, and again as 'not recommended'."""
+    comp = read_table(sweep["comparison"])
+    attn = comp.cell_id == "h1024-mb1-3f9a.attn"
+    comp.loc[attn, ["loss_parity", "loss_run_id", "loss_iteration", "loss_departed", "loss_checked"]] = [
+        "run-drift", "h1024-mb1-3f9a.attn.r2", 11, 1, 3]
+    write_table(comp, sweep["comparison"], "comparison", extra={"margin": 0.02})
+    section = _section(_markdown(sweep))
+    shape = section.split("- **hidden=1024 micro_batch=2**")[0]
+    assert "**use full_iteration**" in shape and "also faster, by less" not in shape
+    assert "faster, but not recommended: attn 1.59× [1.52, 1.66]: 1 of 3 graph runs left eager's lm loss" in shape

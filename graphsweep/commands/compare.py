@@ -2,7 +2,9 @@
 
 Each LOG is one run (one job); give several per arm: jobs are the replicates. `--aa` judges two sets of eager
 jobs of one configuration against each other (an A/A: no capture evidence is asked of the second set), the way
-a sweep's `aa_control` cells measure the false-positive rate.
+a sweep's `aa_control` cells measure the false-positive rate. `--reference` adds eager-like runs of the same
+configuration (a sweep's A/A control runs) as loss references only, as the workflow does with a shape's control
+runs: checked against the eager runs first, never part of the timing.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eager", nargs="+", required=True, metavar="LOG", help="eager runs, one log per job")
     p.add_argument("--graph", nargs="+", required=True, metavar="LOG",
                    help="graph runs, one log per job (with --aa: the second set of eager jobs)")
+    p.add_argument("--reference", nargs="+", default=[], metavar="LOG",
+                   help="more eager runs of this configuration (e.g. a sweep's A/A control runs): loss references "
+                        "only, checked against the eager runs like the workflow's A/A runs; never the timing")
     p.add_argument("--aa", action="store_true",
                    help="A/A: both sides are eager jobs of one configuration; any speedup/slowdown is a false positive")
     p.add_argument("--warmup", type=int, default=schema_default("warmup"),
@@ -59,12 +64,15 @@ def _problem(args: argparse.Namespace) -> str | None:
         return f"--warmup {args.warmup}: cuda_graph_warmup_steps is 0 or more"
     if args.paired and len(args.eager) != len(args.graph):
         return f"--paired needs one eager and one graph log per pair job (got {len(args.eager)} and {len(args.graph)})"
-    for path in (*args.eager, *args.graph):
+    for path in (*args.eager, *args.graph, *args.reference):
         p = Path(path)
         if not p.is_file():
             return f"{path}: no such log file" if not p.exists() else f"{path}: not a file"
-    if len(set(args.eager) | set(args.graph)) < len(args.eager) + len(args.graph):
+    logs = [*args.eager, *args.graph, *args.reference]
+    if len(set(logs)) < len(logs):
         return "a log is given twice: each log is one job of one arm"
+    if args.aa and args.reference:
+        return "--reference with --aa: an A/A compares two sets of eager runs; give the extra runs to --eager"
     return None
 
 
@@ -98,13 +106,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     eager, e_its = parsed_runs(args.eager, EAGER, args.warmup)
     graph, g_its = parsed_runs(args.graph, EAGER if args.aa else GRAPH, args.warmup)
-    seeds, problem = seeds_for(pd.concat([eager, graph]), args.seed, args.same_seed)
+    ref, r_its = parsed_runs(args.reference, EAGER, args.warmup) if args.reference else (None, [])
+    seeds, problem = seeds_for(pd.concat([eager, graph, *([ref] if ref is not None else [])]), args.seed,
+                               args.same_seed)
     if problem:
         _console(stderr=True).print(plain(f"graphsweep compare: {problem}"))
         return 2
-    by_run = {df.run_id.iloc[0]: df for df in (*e_its, *g_its) if len(df)}
+    by_run = {df.run_id.iloc[0]: df for df in (*e_its, *g_its, *r_its) if len(df)}
     alpha = iv.alpha_for_look(args.look, 2) if args.look else iv.alpha_for_look(1, 1)
-    v = judge_runs(eager, graph, by_run, seeds, margin=args.margin, alpha=alpha, paired=args.paired, control=args.aa)
+    v = judge_runs(eager, graph, by_run, seeds, margin=args.margin, alpha=alpha, paired=args.paired, control=args.aa,
+                   reference_runs=ref)
     row = {**asdict(v), "q_value": v.p_beyond}  # one cell: its own family
     out = {**row, "aa": args.aa, "reason": prose.reason(row), "method": prose.method(row)}
     if args.json:

@@ -6,6 +6,7 @@ Works from the plan and the run tables alone (no spec), so logs ingested from el
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
@@ -13,6 +14,7 @@ from typing import Any, Mapping
 import pandas as pd
 import pyarrow.parquet as pq
 
+from graphsweep import logformat as lf
 from graphsweep import provenance
 from graphsweep.judge import host
 from graphsweep.judge import interval as iv
@@ -55,19 +57,30 @@ def _pair_arms(runs: pd.DataFrame, jobs: pd.DataFrame) -> tuple[pd.DataFrame, pd
     return mine[mine.arm == EAGER], mine[mine.arm != EAGER]
 
 
-def _losses(by_run: dict[str, pd.DataFrame], run: pd.Series, nan_seen: bool = False) -> dict[int, float]:
-    """iteration -> lm loss of a run; a pair arm's first segment, numbered within it (both arms start there).
+def _losses(by_run: dict[str, pd.DataFrame], run: pd.Series) -> tuple[dict[int, float], int]:
+    """(iteration -> lm loss, the iterations each value averages) of a run; a pair arm's first segment, numbered
+    within it (both arms start there).
 
-    A missing loss reads NaN in iterations.parquet (Bridge prints none for a NaN loss): it counts as one only where the
-    run printed a loss elsewhere, or the parser saw the NaN (`nan_seen`); a run that never printed one has no loss."""
+    Only what the log printed: a line without the `lm loss` key reads NaN in iterations.parquet, and that is a NaN
+    only where the log's own print pattern expects a loss (logformat.loss_broken_from; from the parser's NaN
+    iteration on, too); a log that prints its loss every N iterations is compared on the iterations it printed. A
+    log that prints a line every N iterations holds the mean over them there (parity.on_grid)."""
     it = by_run.get(run.run_id)
     if it is None or "loss" not in it.columns:
-        return {}
+        return {}, 1
     if "segment" in it.columns and "segment_iteration" in it.columns and it.segment.notna().any():
         first = it.segment.dropna().iloc[0]
         it = it[it.segment == first].assign(iteration=lambda d: d.segment_iteration)
-    loss = {int(i): float(x) for i, x in zip(it.iteration, it.loss) if pd.notna(i)}
-    return loss if nan_seen or any(x == x for x in loss.values()) else {}
+    rows = sorted((int(i), float(x)) for i, x in zip(it.iteration, it.loss) if pd.notna(i))
+    broken = lf.loss_broken_from(rows)
+    failed = _number(run, "failed_iteration")
+    if run.get("error_class") == stats.NAN_CLASS and failed is not None and any(math.isfinite(x) for _, x in rows):
+        broken = int(failed) if broken is None else min(broken, int(failed))
+    loss = {i: x for i, x in rows if math.isfinite(x) and (broken is None or i < broken)}
+    if broken is not None:  # from there on the training is NaN: what it printed after means nothing
+        after = {i: x for i, x in rows if i >= broken and not math.isfinite(x)}
+        loss.update(after or {broken: math.nan})
+    return loss, lf.print_interval([i for i, _ in rows])
 
 
 def _gpu_names(*arms: pd.DataFrame) -> str | None:
@@ -114,6 +127,7 @@ def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping
     out = []
     for _, r in runs.iterrows():
         usable = r.get("outcome") in USABLE_OUTCOMES
+        loss, span = _losses(by_run, r)
         seed = _number(r, "seed")  # the seed the log states, else the one its command set
         seed = seeds.get(r.run_id) if seed is None else seed
         out.append(
@@ -126,7 +140,8 @@ def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping
                 reason=str(r.get("reason") or ""),
                 error_class=None if pd.isna(r.get("error_class")) else r.get("error_class"),
                 seed=None if seed is None else int(seed),
-                loss=_losses(by_run, r, nan_seen=r.get("error_class") == "nan"),
+                loss=loss,
+                loss_span=span,
                 steady_reason=str(r.get("steady_reason") or ""),
                 gpu_busy_ms=_number(r, "gpu_busy_ms"),
                 graphs_captured=None if (n := _number(r, "graphs_captured")) is None else int(n),
@@ -141,8 +156,9 @@ def judge_runs(eager_runs: pd.DataFrame, graph_runs: pd.DataFrame, by_run: dict[
     """One cell from its runs' table rows: the memory figure, the arms' records and the verdict.
 
     The one path from runs to a verdict: the workflow's compare (below) and `graphsweep compare` (commands/compare.py,
-    from logs) both call it. `reference_runs` are more eager-like runs of the shape (its A/A control runs): they
-    count for loss parity only.
+    from logs) both call it. `reference_runs` are more eager-like runs of the shape of the same seeds (the workflow:
+    its A/A control runs; `graphsweep compare --reference`): loss references only, checked against the eager runs
+    like each other (parity.check_references), never the timing; a NaN/Inf in one breaks the baseline.
     """
     mem = memory_figure(eager_runs, graph_runs)
     ref = arm_runs(reference_runs, by_run, seeds, None) if reference_runs is not None and len(reference_runs) else []

@@ -103,10 +103,12 @@ def notes(row: Mapping[str, Any]) -> list[str]:
                        f"{_get(row, 'graph_mem_gb'):.2f} GB)")
         elif abs(delta) >= 0.01:
             out.append(f"{what} {delta:+.2f} GB ({rel:+.0%})")
-    if _get(row, "loss_parity") in (lp.RUN_DRIFT, lp.UNCHECKED) or (
+    if _get(row, "loss_parity") in (lp.RUN_DRIFT, lp.UNCHECKED, lp.UNCALIBRATED) or (
             _get(row, "control") and _get(row, "loss_parity") == lp.DIVERGED):
         if verdict != UNVERIFIED:
             out.append(parity(row))
+    elif verdict == SPEEDUP and _get(row, "loss_parity") == lp.PARITY_OK and (where := band(row)):
+        out.append(f"lm loss within its {where}")  # next to every speedup: how closely its loss was checked
     if text := launch(row):
         ceiling, speedup = _get(row, "graph_ceiling"), _get(row, "speedup")
         over = speedup is not None and not _get(row, "control") and speedup > ceiling
@@ -126,28 +128,81 @@ def memory_words(row: Mapping[str, Any]) -> str:
     return vd.MEMORY_FIGURES.get(_get(row, "mem_metric") or "", "memory")
 
 
+def _pct(x: float) -> str:
+    """A relative width as a percentage with two significant digits ('0.50%', '41%')."""
+    return f"{100 * x:.2g}%" if x < 0.1 else f"{100 * x:.0f}%"
+
+
+def references(row: Mapping[str, Any]) -> str:
+    """'3 reference runs (1 set aside: r4 left the band of the others)'."""
+    n = int(_get(row, "loss_references") or 0)
+    out = f"{n} reference run{'s' if n != 1 else ''}"
+    gone = _get(row, "loss_references_excluded") or []
+    if gone:
+        out += (f" ({len(gone)} set aside: {', '.join(map(str, gone))} left the band of the others, so "
+                f"{'it widens' if len(gone) == 1 else 'they widen'} nothing)")
+    return out
+
+
+def uncalibrated(row: Mapping[str, Any]) -> str:
+    """Why the references cannot calibrate a band ('' when they can)."""
+    if _get(row, "loss_confirmed") is not False:
+        return ""
+    n = int(_get(row, "loss_references") or 0)
+    if n < 2:
+        return f"{n} reference run of its seed: its own run-to-run spread is not measured"
+    if n == 2:
+        return "2 reference runs of its seed that do not agree within the floor: which one to trust is unknown"
+    return f"{n} reference runs of its seed that do not confirm each other"
+
+
+def band(row: Mapping[str, Any]) -> str:
+    """The band a cell's loss was judged against, per iteration: 'band ±0.5% at iterations 1-5, ±1.4% at 6, ...,
+    ±72% at 17-25 (3 reference runs; 25 iterations compared, those both printed)'; '' when no loss was compared."""
+    steps = [(int(a), int(z), float(w)) for a, z, w in (_get(row, "loss_band") or [])]
+    if not steps:
+        return ""
+    parts = [f"±{_pct(w)} at {'iterations ' if k == 0 else ''}{a}{'' if a == z else f'-{z}'}"
+             for k, (a, z, w) in enumerate(steps)]
+    compared, every = _get(row, "loss_compared"), int(_get(row, "loss_print_every") or 1)
+    where = f"; {compared} iterations compared, those both printed" if compared is not None else ""
+    if every > 1:
+        where += f" (the loss printed every {every} iterations: each value the mean over them)"
+    if _get(row, "loss_confirmed") is False:
+        return (f"band ±{_pct(steps[0][2])} (the floor) around the reference it follows best "
+                f"({references(row)}{where})")
+    return f"band {', '.join(parts)} ({references(row)}{where})"
+
+
 def parity(row: Mapping[str, Any]) -> str:
-    """The loss-parity sentence ('' when the graph arm's loss was not compared): what left eager's loss, counted."""
+    """The loss-parity sentence ('' when the graph arm's loss was not compared): what left eager's loss, counted,
+    and the band it was judged against."""
     state = _get(row, "loss_parity")
     if state is None:
         return ""
     it, run = _get(row, "loss_iteration"), _get(row, "loss_run_id")
     g, e = _num(_get(row, "loss_graph"), ".6f"), _num(_get(row, "loss_eager"), ".6f")
     departed, checked = _get(row, "loss_departed") or 0, _get(row, "loss_checked") or 0
-    tol, level = _get(row, "loss_tolerance"), _num(_get(row, "loss_level"), ".1e")
+    tol, level = _get(row, "loss_tolerance"), _get(row, "loss_level")
     control = bool(_get(row, "control"))
     arm = "A/A control" if control else GRAPH
-    bound = (f"tolerance {tol:.1e} = max({lp.LOSS_FLOOR:g}, {lp.SPREAD_FACTOR:g} x the eager runs' own "
-             f"{_get(row, 'loss_spread') or 0:.1e})") if tol is not None else ""
+    where = band(row)
     if state == lp.NONFINITE:
         return (f"{arm} run {run} has lm loss {g} at iteration {it} where eager has {e}: a NaN/Inf loss is another "
                 "model, never a lost run (a full-iteration graph runs with Megatron's NaN check off, so this is the "
                 "only check that sees it)")
-    if state in (lp.DIVERGED, lp.RUN_DRIFT):
+    if state in (lp.DIVERGED, lp.RUN_DRIFT, lp.UNCALIBRATED):
+        off = (f"outside the band there (±{_pct(tol)}) and in most of the iterations after, by up to {_pct(level)} "
+               "beyond the references' range" if level is not None and tol else "outside its band")
+        how = ("on one side of the references in most of its iterations (a bias the floor would hide)"
+               if _get(row, "loss_bias") else off)
         head = (f"{departed} of {checked} {arm} runs left eager's lm loss (first from iteration {it}: run {run}, "
-                f"{g} vs {e}; its persistent departure {level} > {bound or 'its tolerance'})")
+                f"{g} vs the references' {e}, {how}){'; ' + where if where else ''}")
+        if state == lp.UNCALIBRATED:
+            return (f"loss parity cannot be calibrated: {uncalibrated(row)}; {head}: whether that is the model's own "
+                    "spread or a fault, only more eager repeats of the seed can tell (3 or more)")
         if state == lp.RUN_DRIFT:
-            return (f"{head}: one drifting run among {checked}, within {lp.DRIFT_LEVEL:g} tolerances, is allowed as "
+            return (f"{head}: one drifting run among {checked}, within {lp.DRIFT_LEVEL:g} band widths, is allowed as "
                     "run-to-run non-determinism or an intermittent fault (the verdict stands; no recommendation; "
                     "rerun that run to tell)")
         if control:
@@ -161,7 +216,28 @@ def parity(row: Mapping[str, Any]) -> str:
         return f"loss parity unchecked: {why}"
     close = _get(row, "loss_worst_excess")
     return (f"losses agree: {checked} of {checked} {arm} runs follow eager's lm loss"
-            + (f" (closest: {close:.2f} of the tolerance, run {run})" if close is not None else ""))
+            + (f" (closest: {close:.2f} of the band, run {run})" if close is not None else "")
+            + (f"; {where}" if where else ""))
+
+
+def broken_baseline(row: Mapping[str, Any]) -> str:
+    """'the eager baseline is broken: eager run X's lm loss is NaN/Inf from iteration 12 (...)'."""
+    it, run = _get(row, "loss_iteration"), _get(row, "loss_run_id") or _get(row, "failure_run_id")
+    at = f" from iteration {it}" if it is not None else ""
+    detail = _get(row, "failure_detail")
+    return (f"the eager baseline is broken: eager run {run}'s lm loss is NaN/Inf{at}"
+            + (f" ({detail})" if detail else "") + ": a baseline that does not train cannot be sped up, so no speedup "
+            "is computed and nothing is recommended; fix the eager run first")
+
+
+def rule() -> str:
+    """How loss parity is judged, in one sentence (the report's 'Read with care')."""
+    return (f"A graph run leaves eager's loss when it lies outside a band around the eager-like runs of its seed (their "
+            f"range widened by max({lp.LOSS_FLOOR:g}, {lp.BAND_FACTOR:g} x their own spread at that iteration)) in "
+            f"most of {lp.WINDOW} iterations, or sits on one side of them in {lp.BIAS_SHARE:.0%} of its iterations "
+            f"by a median of {lp.BIAS_FLOOR:g} or more; a non-finite loss always does. The references are checked "
+            "against each other first; one run, or two that do not agree, cannot calibrate a band, and a departure "
+            "from it is `uncalibrated` (a speedup is then `unverified`).")
 
 
 def _num(x: Any, spec: str) -> str:
@@ -213,6 +289,8 @@ def _sentence(row: Mapping[str, Any]) -> str:
              f"vs eager {_get(row, 'eager_step_ms'):.2f} ms" if _get(row, "n_graph") and _get(row, "eager_step_ms") \
         else ""
     outcome = _get(row, "paired_outcome")
+    if verdict == BASELINE_FAILED and outcome == vd.BASELINE_LOSS_NONFINITE:
+        return broken_baseline(row)
     if verdict == BASELINE_FAILED:
         bad = _count(_get(row, "eager_outcomes")) or "no eager runs"
         head = f"eager arm has no usable run ({bad}) ({_failure(row)})"

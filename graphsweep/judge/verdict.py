@@ -4,13 +4,17 @@ Outcomes first, then timing, then loss parity:
 - no usable eager run -> baseline-failed; a blocked graph run -> blocked; a graph run that captured no graph
   (outcome uncaptured) or without capture and replay evidence -> invalid; a graph OOM -> oom; no usable graph run ->
   failed;
+- an eager-like run (the eager arm, or the A/A control runs given as references) whose lm loss went NaN/Inf ->
+  baseline-failed: the baseline itself is broken, so nothing is compared with it;
 - otherwise the interval of eager/graph step time from the per-job steady medians (judge/interval.py: jobs are
   the replicates, a resolution floor, an allowance for thin arms, never pooled) against the band 1 +- margin;
-- loss parity (judge/parity.py) on every graph run with a loss, usable or not: a NaN/Inf loss, or a persistent
-  departure from the eager runs of its seed beyond the drift bound, makes the cell invalid: the graph trained
-  another model, however fast (a NaN'd run is never excluded as infrastructure); one drifting run of three or more
-  is `run-drift` (the verdict stands, the reason counts it, nothing recommends it); a speedup whose parity could
-  not be checked is `unverified`, not a result. An A/A control cell's parity is recorded, never a verdict.
+- loss parity (judge/parity.py) on every graph run with a loss, usable or not, against the eager-like runs of its
+  seed checked against each other first: a NaN/Inf loss, or a persistent departure from their band beyond the
+  drift bound, makes the cell invalid: the graph trained another model, however fast (a NaN'd run is never
+  excluded as infrastructure); one drifting run of three or more is `run-drift` (the verdict stands, the reason
+  counts it, nothing recommends it); a speedup whose parity could not be checked, or whose references are too few
+  to calibrate a band it departs from, is `unverified`, not a result. An A/A control cell's parity is recorded,
+  never a verdict.
 The sentence a reader sees is written from these fields by judge/prose.py, and only there.
 """
 
@@ -40,6 +44,8 @@ MEMORY_FIGURES = {
     "peak_mem_gb": "whole-run peak memory",
 }
 
+NAN_CLASS = "nan"  # the error class the parser gives a NaN/Inf in training (parse/signatures.py R_NAN)
+
 # Paired outcome of a cell (comparison.parquet paired_outcome): what happened to both arms, before any timing.
 BOTH_COMPLETED = "both-completed"
 MIXED = "mixed"  # some runs of an arm were excluded (crash, timeout before the window, unparseable)
@@ -54,6 +60,7 @@ GRAPH_CAPTURED_NOTHING = "graph-captured-nothing"  # a graph run held no CUDA gr
 GRAPH_LOSS_DIVERGED = "graph-loss-diverged"
 GRAPH_LOSS_NONFINITE = "graph-loss-nonfinite"
 GRAPH_TOO_SHORT = "graph-too-short"  # graph runs completed with too few iterations for a steady window
+BASELINE_LOSS_NONFINITE = "baseline-loss-nonfinite"  # an eager-like run's lm loss went NaN/Inf: no baseline
 BOTH_FAILED = "both-failed"
 
 
@@ -67,7 +74,8 @@ class ArmRun:
     reason: str = ""
     error_class: str | None = None
     seed: int | None = None  # runs of one seed train the same model (None: unknown, so never compared)
-    loss: Mapping[int, float] = field(default_factory=dict)  # iteration -> lm loss, every iteration printed
+    loss: Mapping[int, float] = field(default_factory=dict)  # iteration -> lm loss as printed (NaN from a NaN on)
+    loss_span: int = 1  # iterations each printed loss averages (Megatron's log_interval when it prints every N)
     steady_reason: str = ""  # why the run has the steady window it has (parse/window.py), e.g. too few iterations
     gpu_busy_ms: float | None = None  # eager arms: GPU busy ms per iteration (parse/busy.py)
     graphs_captured: int | None = None  # graph arms: CUDA graphs the run held (parse/captured.py); None: unsaid
@@ -101,6 +109,14 @@ class ArmRun:
         return self.resolution_ms if self.resolution_ms else iv.print_step(self.step_ms)
 
     @property
+    def loss_nonfinite_at(self) -> int | None:
+        """The first iteration whose lm loss is NaN/Inf (the parser's NaN without one: -1); None: it stayed finite."""
+        bad = [i for i, x in self.loss.items() if not math.isfinite(x)]
+        if bad:
+            return min(bad)
+        return -1 if self.error_class == NAN_CLASS else None
+
+    @property
     def too_short(self) -> bool:
         """It ran to its end but had too few iterations for a steady window (a spec to fix, not a failure)."""
         return self.outcome == COMPLETED and not len(self.step_ms) and self.steady_reason.startswith("too few")
@@ -130,7 +146,7 @@ class Verdict:
     n_graph: int = 0
     eager_outcomes: list[str] = field(default_factory=list)  # every run's outcome, run order
     graph_outcomes: list[str] = field(default_factory=list)
-    eager_step_ms: float | None = None  # median of per-run medians
+    eager_step_ms: float | None = None  # geometric mean of the per-run medians (paired: of the complete pairs')
     graph_step_ms: float | None = None
     eager_resolution_ms: float | None = None
     graph_resolution_ms: float | None = None
@@ -157,13 +173,28 @@ class Verdict:
     loss_departed: int | None = None  # graph runs that left eager's loss (diverged, NaN or drifted)
     loss_checked: int | None = None  # graph runs compared with an eager run of their seed
     loss_runs: int | None = None  # graph runs with a loss at all
-    loss_spread: float | None = None  # the eager-like runs' own persistent level (the model's non-determinism)
+    loss_spread: float | None = None  # the references' largest pooled relative sd (the model's non-determinism)
+    loss_references: int | None = None  # eager-like runs of the seed the band was drawn from (after the check)
+    loss_references_excluded: list[str] | None = None  # references set aside: each left the band of the others
+    loss_confirmed: bool | None = None  # the references confirm each other (else: cannot calibrate a band)
+    loss_band: list[list[float]] | None = None  # the deciding run's band: [first, last iteration, width]
+    loss_band_min: float | None = None  # the band's narrowest and widest half-width over its compared iterations
+    loss_band_max: float | None = None
+    loss_compared: int | None = None  # iterations the deciding run was compared on (printed by it and the references)
+    loss_print_every: int | None = None  # the coarsest print interval compared (1: every iteration)
+    loss_bias: bool | None = None  # the deciding run departs by a same-sided offset (parity's bias rule)
     # launch-boundness of the eager arm (parse/busy.py): the GPU's busy time per step, its share, what a graph can win
     eager_gpu_busy_ms: float | None = None
     gpu_busy_share: float | None = None
     graph_ceiling: float | None = None  # eager step / GPU busy: no graph of this step can be faster than this
     # what the graph runs captured (parse/captured.py): the fewest CUDA graphs (graphed layers) any of them held
     graphs_captured: int | None = None
+
+
+def _centre(medians_ms: Sequence[float]) -> float:
+    """An arm's step time: the geometric mean of its jobs' medians, the centre its interval is built on, so the two
+    arms' step times reproduce the speedup printed beside them."""
+    return float(np.exp(np.mean(np.log(np.asarray(medians_ms, dtype=float)))))
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
@@ -184,26 +215,31 @@ def _fail(v: Verdict, verdict: str, paired_outcome: str, run: ArmRun | None) -> 
     return v
 
 
+def _printed(r: ArmRun) -> lp.Printed:
+    return lp.Printed(dict(r.loss), max(1, int(r.loss_span or 1)))
+
+
 def arm_parity(eager: Sequence[ArmRun], graph: Sequence[ArmRun], *, floor: float = lp.LOSS_FLOOR,
-               factor: float = lp.SPREAD_FACTOR) -> lp.ArmParity | None:
+               factor: float = lp.BAND_FACTOR) -> lp.ArmParity | None:
     """The graph arm's loss parity against the eager-like runs of each seed (None: no graph run has a loss).
 
     Only runs whose seed is known (stated in the log, or set by the command) are compared: runs of different seeds
-    train different models from the first step, so a run of unknown seed is unchecked, never diverged.
+    train different models from the first step, so a run of unknown seed is unchecked, never diverged. The eager-like
+    runs of a seed are checked against each other first (parity.check_references).
     """
     runs = [g for g in graph if g.loss]
     if not runs:
         return None
     checked: list[lp.RunParity] = []
-    spread, tol = 0.0, lp.tolerance_for(0.0, floor, factor)
+    spread, used, excluded = 0.0, 0, []
     for seed in dict.fromkeys(g.seed for g in runs):
         mine = [g for g in runs if g.seed == seed]
-        ref = {e.run_id: dict(e.loss) for e in eager if e.loss and seed is not None and e.seed == seed}
-        s_spread = lp.eager_spread(list(ref.values()))
-        s_tol = lp.tolerance_for(s_spread, floor, factor)
-        spread, tol = max(spread, s_spread), max(tol, s_tol)
-        checked += [lp.check_run(g.run_id, dict(g.loss), ref, s_tol) for g in mine]
-    return lp.summarize(checked, spread, tol)
+        refs = lp.check_references({e.run_id: _printed(e) for e in eager if e.loss and seed is not None
+                                    and e.seed == seed}, floor=floor, factor=factor)
+        if refs.used:
+            spread, used, excluded = max(spread, lp.spread_of(refs)), used + len(refs.used), [*excluded, *refs.excluded]
+        checked += [lp.check_run(g.run_id, _printed(g), refs, floor=floor, factor=factor) for g in mine]
+    return lp.summarize(checked, spread, references=used, excluded=excluded)
 
 
 def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.ArmParity | None:
@@ -214,12 +250,25 @@ def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.
     runs = [g for g in graph if g.loss]
     v.loss_parity, v.loss_departed, v.loss_checked, v.loss_runs = arm.state, arm.departed, arm.checked, len(runs)
     v.loss_spread, v.loss_tolerance = arm.spread, arm.tolerance
+    v.loss_references, v.loss_references_excluded = arm.references, list(arm.excluded)
+    v.loss_confirmed, v.loss_print_every = arm.confirmed, arm.span
     w = arm.worst
-    if w is not None:
+    if w is not None and w.state != lp.UNCHECKED:
         v.loss_iteration, v.loss_run_id, v.loss_graph, v.loss_eager = w.iteration, w.run_id, w.graph_loss, w.eager_loss
         v.loss_rel_diff, v.loss_level, v.loss_tolerance = w.rel_diff, w.level, w.tolerance
-        v.loss_worst_excess = w.excess if w.state != lp.UNCHECKED else None
+        v.loss_worst_excess = w.excess
+        v.loss_band = [[float(a), float(z), float(w)] for a, z, w in arm.band] or None
+        v.loss_band_min, v.loss_band_max, v.loss_compared = w.band_min, w.band_max, w.compared
+        v.loss_bias = w.bias
+    elif w is not None:
+        v.loss_run_id = w.run_id
     return arm
+
+
+def _broken_baseline(runs: Sequence[ArmRun]) -> ArmRun | None:
+    """The first eager-like run whose lm loss went NaN/Inf: the baseline itself is broken."""
+    bad = [(r.loss_nonfinite_at, k, r) for k, r in enumerate(runs) if r.loss_nonfinite_at is not None]
+    return min(bad, key=lambda t: (t[0], t[1]))[2] if bad else None
 
 
 def _launch_bound(v: Verdict, eager: Sequence[ArmRun]) -> None:
@@ -245,8 +294,9 @@ def judge_cell(
 
     `alpha` is this look's (interval.alpha_for_look: a sweep that may add repeats spends half at each look);
     `paired` pairs the arms by position (ABBA pair jobs); `control` marks an A/A cell (both arms eager);
-    `reference` holds more eager-like runs of the shape (its A/A control runs): they widen the parity tolerance to
-    the model's own non-determinism, never the timing.
+    `reference` holds more eager-like runs of the shape (its A/A control runs, or `graphsweep compare --reference`
+    logs): they join the eager runs as loss references once checked against them (a diverging one is set aside),
+    never the timing; a NaN/Inf loss in any of them breaks the baseline as the eager arm's own would.
     """
     if not 0 < margin < 1:
         raise ValueError(f"judge_cell: margin={margin} must be a fraction in (0, 1), e.g. 0.02 for 2 %")
@@ -265,10 +315,10 @@ def judge_cell(
     if v.eager_mem_gb is not None and v.graph_mem_gb is not None:
         v.mem_delta_gb = v.graph_mem_gb - v.eager_mem_gb
     if e_ok:
-        v.eager_step_ms = float(np.median([r.median_ms for r in e_ok]))
+        v.eager_step_ms = _centre([r.median_ms for r in e_ok])
         v.eager_resolution_ms = max(r.print_step_ms for r in e_ok)
     if g_ok:
-        v.graph_step_ms = float(np.median([r.median_ms for r in g_ok]))
+        v.graph_step_ms = _centre([r.median_ms for r in g_ok])
         v.graph_resolution_ms = max(r.print_step_ms for r in g_ok)
     g_out, e_out = {r.outcome for r in graph}, {r.outcome for r in eager}
     _launch_bound(v, e_ok)
@@ -281,6 +331,14 @@ def judge_cell(
         if e_out == {OOM} and OOM in g_out and not g_ok:
             return _fail(v, BASELINE_FAILED, BOTH_OOM, first)
         return _fail(v, BASELINE_FAILED, GRAPH_FIXES_FAILURE if g_ok else BOTH_FAILED, first)
+    # A NaN/Inf loss in an eager-like run (in an A/A cell: either arm) is a broken baseline, not a lost run.
+    broken = _broken_baseline([*eager, *reference, *(graph if control else ())])
+    if broken is not None:
+        v = _fail(v, BASELINE_FAILED, BASELINE_LOSS_NONFINITE, broken)
+        at = broken.loss_nonfinite_at
+        v.loss_iteration = at if at is not None and at >= 0 else None
+        v.loss_run_id = broken.run_id
+        return v
     # 2. Deterministic graph-arm outcomes dominate, even when some repeats completed.
     if BLOCKED in g_out:
         return _fail(v, BLOCKED, GRAPH_BLOCKED, _first(graph, BLOCKED))
@@ -289,11 +347,11 @@ def judge_cell(
     if INVALID in g_out:
         return _fail(v, INVALID, GRAPH_INVALID, _first(graph, INVALID))
     # 3. Loss parity of every graph run with a loss: a NaN'd or departed run is another model, never a lost run.
-    reference_runs = [r for r in (*e_ok, *reference) if r.loss]
+    reference_runs = [r for r in (*eager, *reference) if r.loss]  # every eager-like run of the shape, checked
     parity = _parity(v, reference_runs, graph)
     if parity is not None and control:
         parity = None  # an A/A cell's arms run the same code: a departure there is the model's own noise
-    if parity is not None and parity.state == lp.NONFINITE:
+    if parity is not None and parity.state == lp.NONFINITE:  # the references are finite (checked above)
         return _fail(v, INVALID, GRAPH_LOSS_NONFINITE, next(r for r in graph if r.run_id == v.loss_run_id))
     if OOM in g_out:
         return _fail(v, OOM, GRAPH_SOMETIMES_OOM if g_ok else GRAPH_ONLY_OOM, _first(graph, OOM))
@@ -319,6 +377,9 @@ def judge_cell(
         both = [(a, b) for a, b in zip(eager, graph) if a.usable and b.usable]
         pairs = iv.summarize_pairs([a.median_ms for a, _ in both], [b.median_ms for _, b in both],
                                    [a.print_step_ms for a, _ in both], [b.print_step_ms for _, b in both])
+        if pairs:  # the step times the ratio is made of: the complete pairs'
+            v.eager_step_ms = _centre([a.median_ms for a, _ in both])
+            v.graph_step_ms = _centre([b.median_ms for _, b in both])
     j = iv.judge_arms(pairs, iv.ZERO_ARM, margin=margin, alpha=alpha) if pairs else iv.judge_arms(
         ea, ga, margin=margin, alpha=alpha)
     v.design = "paired" if pairs else "unpaired"
@@ -330,7 +391,7 @@ def judge_cell(
         v.verdict = j.verdict
         if j.verdict == INCONCLUSIVE and not j.resolution_limited:
             v.repeats_needed = iv.repeats_for_power(ea, ga, margin=margin)
-        if v.verdict == SPEEDUP and not control and v.loss_parity in (None, lp.UNCHECKED):
+        if v.verdict == SPEEDUP and not control and v.loss_parity in (None, *lp.NOT_A_RESULT):
             v.verdict = UNVERIFIED  # faster, but nothing shows that it trains the same model
     return v
 

@@ -219,6 +219,7 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         ev.iter_lines_unparsed += fs.iter_lines_unparsed
         ev.capture_started |= fs.capture_state != "none"
     ev.provenance = provenance_lines([facts for fs in scans for facts in fs.provenance])
+    ev.loss_missing = _loss_missing(df, ev.loss_missing)
     ev.death = crash.merge([(fs.path, fs.crash_lines, len(fs.it)) for k, fs in enumerate(scans)
                             if not fs.problem and k not in restarted])
     n = captured.count([fs for k, fs in enumerate(scans) if not fs.problem and k not in restarted])
@@ -230,6 +231,24 @@ def _evidence(scans: Sequence[FileScan], df: pd.DataFrame) -> Evidence:
         ev.ends_mid_line = tail.ends_mid_line
         ev.last_line = Mark(tail.path, tail.n_lines, tail.last_line)
     return ev
+
+
+def _loss_missing(df: pd.DataFrame, first: tuple[int, Mark] | None) -> tuple[int, Mark] | None:
+    """A line without the lm loss key is a NaN only where the log's print pattern expects a loss
+    (logformat.loss_broken_from): a log that prints its loss every N iterations has no NaN in between."""
+    if first is None or not len(df):
+        return first
+    at = lf.loss_broken_from(list(zip(df["iteration"].tolist(), df["loss"].tolist())))
+    if at is None:
+        return None
+    if at == first[0]:
+        return first
+    row = df[df["iteration"] == at]
+    if not len(row):
+        return first
+    every = lf.print_interval([i for i, x in zip(df["iteration"], df["loss"]) if x == x])
+    return at, Mark(str(row["source_file"].iloc[0]), int(row["line"].iloc[0]),
+                    f"iteration {at}: no lm loss where the log prints one every {every} iteration(s)")
 
 
 def _superseded(scans: Sequence[FileScan]) -> dict[int, str]:

@@ -225,10 +225,10 @@ class Summary:
     bh_m: int  # cells in the Benjamini-Hochberg family
     fdr_fragile: list[str]  # speedup/slowdown cells whose q-value reaches alpha
     parity: dict[str, int] = field(default_factory=dict)  # loss parity state -> graph cells (A/A excluded)
-    parity_worst: float | None = None  # largest loss divergence / tolerance among cells that passed
+    parity_worst: float | None = None  # largest persistent loss excess / band among cells that passed
     aa_parity: dict[str, int] = field(default_factory=dict)  # loss parity state -> A/A control cells
     gated: list[str] = field(default_factory=list)  # cells the family gate (BH q >= alpha) made inconclusive
-    wide_parity: str = ""  # shapes whose eager runs' own spread widens the parity tolerance beyond the floor, in words
+    wide_parity: str = ""  # shapes whose eager runs' own spread widens the parity band beyond twice the floor
 
 
 def summarize(t: SweepTables) -> Summary:
@@ -257,10 +257,10 @@ def summarize(t: SweepTables) -> Summary:
     gated = [r.cell_id for _, r in main.iterrows() if flag(r.get("family_gated"))]
     wide = {}
     for _, r in main.iterrows():
-        tol = as_number(r.get("loss_tolerance"))
-        if tol is not None and tol > lp.LOSS_FLOOR * 1.0001:
+        tol = as_number(r.get("loss_band_max"))
+        if tol is not None and tol > 2 * lp.LOSS_FLOOR:
             wide[str(r.shape_id)] = max(wide.get(str(r.shape_id), 0.0), tol)
-    wide_text = "; ".join(f"shape {sid}: tolerance {tol:.1e}" for sid, tol in wide.items())
+    wide_text = "; ".join(f"shape {sid}: band up to ±{tol:.0%} where its eager runs part" for sid, tol in wide.items())
     return Summary(counts, len(main), n_runs, len(ctrl), aa_fp, aa_judged, thin, limited, bh_m, fragile,
                    {k: int(v) for k, v in states.value_counts().items()}, max(worst) if worst else None,
                    {k: int(v) for k, v in aa_states.value_counts().items()}, gated, wide_text)

@@ -40,6 +40,12 @@ class Recommendation:
         """The shape's eager runs failed: there is nothing to stay with, and nothing was compared."""
         return self.choice is None and any(c.verdict == BASELINE_FAILED for c in self.cells)
 
+    @property
+    def baseline_broken(self) -> bool:
+        """An eager-like run of the shape went NaN/Inf: the baseline trains nothing to compare with."""
+        return any(c.verdict == BASELINE_FAILED and c.get("paired_outcome") == vd.BASELINE_LOSS_NONFINITE
+                   for c in self.cells)
+
     def rivals(self) -> list[pd.Series]:
         """Other timed cells whose interval reaches the choice's: the data do not rank the choice above them."""
         if self.choice is None:
@@ -169,7 +175,8 @@ def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
             if c.get("loss_parity") == lp.RUN_DRIFT else f"{c.variant} {fmt_speedup(c)}: {prose.parity(c)}"
             for c in cells))
     if verdict == UNVERIFIED:
-        return f"{names} faster but unverified (loss parity could not be checked): {_speedups(cells)}"
+        return (f"{names} faster but unverified (loss parity could not be checked, or its references are too few to "
+                f"calibrate a band): {_speedups(cells)}")
     if verdict == SLOWDOWN:
         return f"{names} slower than eager: {_speedups(cells)}"
     if verdict == NEUTRAL:
@@ -199,6 +206,9 @@ def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
         return f"{names} failed (no usable graph run while eager completed)"
     if verdict == NOT_COMPARABLE:
         return f"{names} not comparable (the arms ran in different environments)"
+    if verdict == BASELINE_FAILED and any(c.get("paired_outcome") == vd.BASELINE_LOSS_NONFINITE for c in cells):
+        broken = next(c for c in cells if c.get("paired_outcome") == vd.BASELINE_LOSS_NONFINITE)
+        return prose.broken_baseline(broken)
     if verdict == BASELINE_FAILED:
         fixed = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_FIXES_FAILURE]
         tail = f"; {_names(fixed)} completed where eager did not" if fixed else ""
@@ -210,6 +220,8 @@ def headline(rec: Recommendation) -> str:
     """'use full_iteration', 'stay eager' or 'no recommendation'."""
     if rec.choice is not None:
         return f"use {rec.choice.variant}"
+    if rec.baseline_broken:
+        return "no recommendation: broken baseline"
     return "no recommendation" if rec.baseline_failed else "stay eager"
 
 
@@ -225,7 +237,8 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
                 f"not certain: {ch.variant}'s interval overlaps {'that' if len(rivals) == 1 else 'those'} of "
                 f"{', '.join(f'{c.variant} {fmt_speedup(c)}' for c in rivals)}: the data do not rank them for certain"
             )
-        also = [c for c in others if c.verdict == SPEEDUP and c.cell_id not in {r.cell_id for r in rivals}]
+        also = [c for c in others if c.verdict == SPEEDUP and c.get("loss_parity") == lp.PARITY_OK
+                and c.cell_id not in {r.cell_id for r in rivals}]  # a drifting run's cell is said below, not here
         if also:
             out.append("also faster, by less: " + ", ".join(f"{c.variant} {fmt_speedup(c)}" for c in also))
         alpha = 1 - t.confidence
@@ -235,17 +248,17 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
         if flag(ch.get("thin")):
             out.append(f"an arm had fewer than {iv.MIN_OWN_JOBS} jobs: the interval rests on the spread allowance; "
                        "more repeats would narrow it")
-        tol = as_number(ch.get("loss_tolerance"))
-        if tol is not None and tol > 2 * lp.LOSS_FLOOR:
-            out.append(f"its loss could only be checked to within {tol:.0%}: this shape's eager runs differ by "
-                       f"{as_number(ch.get('loss_spread')) or 0:.0%} among themselves (docs/statistics.md \"Loss "
-                       "parity\"); check the graph's numerics on a reproducible run before relying on them")
+        if where := prose.band(ch):
+            out.append(f"its lm loss follows eager's within the {where}")
+        widest = as_number(ch.get("loss_band_max"))
+        if widest is not None and widest > 2 * lp.LOSS_FLOOR:
+            out.append(f"where this shape's eager runs part (up to ±{widest:.0%} of each other), the loss checks "
+                       "little: the early iterations carry the check (docs/statistics.md \"Loss parity\"); check the "
+                       "graph's numerics on a reproducible run before relying on them")
     elif not rec.baseline_failed and rec.cells:
         unproven = any(c.verdict == SPEEDUP for c in rec.cells)  # faster, but a graph run left eager's loss
         out.append("no variant is decided faster" + (" with the eager model's loss" if unproven else ""))
-    if launch := launch_line(rec):
-        out.append(launch)
-    out += host_lines(rec)
+    launch = [x for x in (launch_line(rec), *host_lines(rec)) if x]  # after a broken baseline, when there is one
     groups: dict[str, list[pd.Series]] = {}
     for c in others:
         if c.verdict == SPEEDUP and c.get("loss_parity") != lp.PARITY_OK:
@@ -258,9 +271,10 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
             continue
         groups.setdefault(str(c.verdict), []).append(c)
     order = [*[v for v in VERDICTS if v in groups], *[v for v in groups if v not in VERDICTS]]
-    if rec.baseline_failed:  # the reason there is nothing to recommend comes first
-        order = [BASELINE_FAILED, *[v for v in order if v != BASELINE_FAILED]]
-    out += [_group(v, groups[v], t.margin) for v in order]
+    if rec.baseline_failed:  # the reason there is nothing to recommend comes first, before the launch line
+        order = [v for v in order if v != BASELINE_FAILED]
+        out.insert(0, _group(BASELINE_FAILED, groups[BASELINE_FAILED], t.margin))
+    out += launch + [_group(v, groups[v], t.margin) for v in order]
     return out
 
 

@@ -205,17 +205,16 @@ def caveats(t: SweepTables, s: Summary) -> list[str]:
     if s.parity:
         ok = s.parity.get(lp.PARITY_OK, 0)
         bad = s.parity.get(lp.DIVERGED, 0) + s.parity.get(lp.NONFINITE, 0)
-        worst = f" (closest: {s.parity_worst:.2f} of the tolerance)" if s.parity_worst is not None else ""
-        unchecked, drift = s.parity.get(lp.UNCHECKED, 0), s.parity.get(lp.RUN_DRIFT, 0)
+        worst = f" (closest: {s.parity_worst:.2f} of the band)" if s.parity_worst is not None else ""
+        unchecked = s.parity.get(lp.UNCHECKED, 0) + s.parity.get(lp.UNCALIBRATED, 0)
+        drift = s.parity.get(lp.RUN_DRIFT, 0)
         drifted = (f"; {drift} with one graph run drifting ({lp.RUN_DRIFT}: verdict kept, never recommended)"
                    if drift else "")
         out.append(
             f"Loss parity, judged on each graph run's trajectory against the eager runs of its seed: {ok} graph "
             f"cell(s) train the same model as eager{worst}; {bad} left it (invalid){drifted}"
-            f"{f'; {unchecked} unchecked (a speedup there reads unverified)' if unchecked else ''}. A run leaves "
-            f"when the median of its relative difference from some iteration on (at least {lp.MIN_TAIL} iterations) "
-            f"exceeds max({lp.LOSS_FLOOR:g}, {lp.SPREAD_FACTOR:g} x the eager runs' own); a non-finite loss always "
-            "does. Parity cannot tell a graph apart from the model's own non-determinism below that tolerance."
+            f"{f'; {unchecked} unchecked or uncalibrated (a speedup there reads unverified)' if unchecked else ''}. "
+            f"{prose.rule()} Parity cannot tell a graph apart from the model's own non-determinism inside its band."
             + (f" Here the model's own spread widens it: {s.wide_parity}." if s.wide_parity else "")
         )
     out.append(f"Memory: {memory_figure(t)}, median across runs; Δ = graph − eager (docs/tables.md `mem_metric`).")
