@@ -338,8 +338,10 @@ def main(argv: list[str] | None = None) -> int:
                                               write_logs(tmp, g, f"{tag}{k}g", **g_edit), warmup))
                 return out
 
-            def share(states: list[str], ok: Callable[[str], bool] = lambda s: s != lp.PARITY_OK) -> str:
-                return f"{pct(sum(map(ok, states)), len(states))} flagged ({sum(s in BAD for s in states)} invalid)"
+            def share(states: list[str]) -> str:
+                return (f"{pct(sum(s != lp.PARITY_OK for s in states), len(states))} flagged "
+                        f"({sum(s in BAD for s in states)} invalid, {sum(s == lp.UNCALIBRATED for s in states)} "
+                        "uncalibrated)")
 
             rows.append(("loss every iteration (the logs as they ran), both arms: correct",
                          share(states_of("l1", {}, {}))))

@@ -100,7 +100,7 @@ def test_a_missing_lm_loss_key_is_no_nan_where_the_log_prints_the_loss_every_5(
     assert parsed.outcome == "completed" and parsed.error_class is None
     out = compare(capsys, eager_logs("s512-ca7740"), graph)
     assert out["verdict"] == SPEEDUP and out["loss_parity"] == P.PARITY_OK and out["loss_compared"] == 5
-    assert "5 iterations compared, those both printed" in out["reason"]
+    assert "compared on the 5 iterations both printed" in out["reason"]
     eager = [edit(p, tmp_path / f"e{k}.log", key_every=5) for k, p in enumerate(eager_logs("s512-ca7740"))]
     both = compare(capsys, eager, graph)
     assert both["verdict"] == SPEEDUP and both["loss_parity"] == P.PARITY_OK and both["loss_compared"] == 5
@@ -227,8 +227,8 @@ def test_the_band_is_printed_in_compare_and_next_to_every_speedup(capsys: pytest
     head, why, parity = text.splitlines()[:3]
     assert head.startswith("speedup")
     for line in (why, parity):
-        assert re.search(r"band ±0\.\d+% at iterations 1-\d+, .*±\d+% at \d+-25 \(3 reference runs; 25 iterations "
-                         r"compared", line), line
+        assert re.search(r"band ±0\.\d+% at iterations 1-\d+, .*±\d+% at \d+-25 \(3 reference runs; compared on "
+                         r"the 25 iterations both printed\)", line), line
 
 
 # --- 5. the holes of the departure rule -----------------------------------------------------------------------------

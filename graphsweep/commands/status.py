@@ -24,6 +24,7 @@ from graphsweep.commands import console as _console
 from graphsweep.commands import fail, plain
 from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import prose
+from graphsweep.judge.interval import centre_ms
 from graphsweep.parse.progress import latest_iteration
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.controller import process_alive
@@ -210,7 +211,7 @@ def launch_lines(paths: SweepPaths, plan: pd.DataFrame) -> list[str]:
         busy = [f["gpu_busy_ms"] for f in found if f.get("gpu_busy_ms") and f.get("step_ms_median")]
         step = [f["step_ms_median"] for f in found if f.get("gpu_busy_ms") and f.get("step_ms_median")]
         if busy:
-            b, e = float(pd.Series(busy).median()), float(pd.Series(step).median())
+            b, e = float(pd.Series(busy).median()), centre_ms(step)  # the eager step the report prints
             share, ceiling = launch_bound(b, e)
             row = {"gpu_busy_share": share, "graph_ceiling": ceiling, "eager_gpu_busy_ms": b, "eager_step_ms": e}
             out.append(f"shape {shape_id} ({len(busy)} eager run(s)): {prose.launch(row)}")

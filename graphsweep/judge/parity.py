@@ -387,7 +387,7 @@ def check_references(refs: Mapping[str, Printed], *, floor: float = LOSS_FLOOR,
     return References(rest.used, (*out, *rest.excluded), rest.confirmed, rest.loss)
 
 
-def spread_of(refs: References, span: int = 1) -> float:
+def spread_of(refs: References) -> float:
     """The references' largest pooled relative sd (0 for one run or bit-identical runs)."""
     if len(refs.used) < 2:
         return 0.0
@@ -435,9 +435,3 @@ def summarize(runs: Sequence[RunParity], spread: float, *, references: int = 0,
     return ArmParity(state, runs, worst, len(bad) + len(loose), len(checked), spread, tol, references,
                      tuple(excluded), all(r.confirmed for r in checked), worst.band if worst is not None else (),
                      worst.compared if worst is not None else 0, max((r.span for r in checked), default=1))
-
-
-def first_departure(runs: Sequence[RunParity]) -> int | None:
-    """The earliest iteration at which a run of the arm left eager's loss (for the reason's count)."""
-    its = [r.iteration for r in runs if r.state in (DIVERGED, NONFINITE, UNCALIBRATED) and r.iteration is not None]
-    return min(its) if its else None

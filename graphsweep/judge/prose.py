@@ -165,7 +165,7 @@ def band(row: Mapping[str, Any]) -> str:
     parts = [f"±{_pct(w)} at {'iterations ' if k == 0 else ''}{a}{'' if a == z else f'-{z}'}"
              for k, (a, z, w) in enumerate(steps)]
     compared, every = _get(row, "loss_compared"), int(_get(row, "loss_print_every") or 1)
-    where = f"; {compared} iterations compared, those both printed" if compared is not None else ""
+    where = f"; compared on the {compared} iterations both printed" if compared is not None else ""
     if every > 1:
         where += f" (the loss printed every {every} iterations: each value the mean over them)"
     if _get(row, "loss_confirmed") is False:

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from graphsweep import logformat as lf
 from graphsweep.entry.gpu_busy import launch_bound
+from graphsweep.judge.interval import centre_ms
 from graphsweep.store.readback import read_summary
 from graphsweep.vocab import USABLE_OUTCOMES, GateDecision, LaunchPlan, RunDir, write_json
 
@@ -30,7 +31,7 @@ def decide(eager_summaries: Sequence[Path], margin: float) -> GateDecision:
     if not ok:
         return GateDecision(None, None, 0, margin)
     busy = statistics.median(s["gpu_busy_ms"] for s in ok)
-    step = statistics.median(s["step_ms_median"] for s in ok)
+    step = centre_ms([s["step_ms_median"] for s in ok])  # the eager step the report prints
     share, ceiling = launch_bound(busy, step)
     return GateDecision(ceiling, share, len(ok), margin)
 
