@@ -58,11 +58,11 @@ def test_markdown_recommends_per_shape_with_the_flags_to_paste(sweep_dir: Path) 
     # launch-bound: the full-iteration graph; attn+mlp is decided on its own but not by the sweep's family check
     assert launch.startswith("- **hidden=256 heads=4 layers=4 seq_length=128 micro_batch=1**: **use full_iteration**: "
                              "6.89× [")  # fmt: skip
-    assert "9.00 → 1.40 ms per step, for +0.09 GB steady-state reserved memory" in launch
+    assert "9.42 → 1.37 ms per step, for +0.09 GB steady-state reserved memory" in launch  # 9.42 / 1.37 = 6.88: the ratio
     body = "\n".join(lines)
     assert body.count("  - trainer flags to paste: `--variant full_iteration`") == 2
     assert "attn+mlp 1.83× [1.22, 2.75], decided on its own but not by the sweep's family check (q 0.057)" in body
-    assert "the GPU is busy 9% of an eager step (0.8 of 9.0 ms): a graph can win up to 10.98x" in body
+    assert "the GPU is busy 9% of an eager step (0.8 of 9.4 ms): a graph can win up to 11.48x" in body
     # compute-bound: stay eager, with what made every variant no recommendation
     assert compute == "- **hidden=4096 heads=32 layers=4 seq_length=2048 micro_batch=4**: **stay eager**: no variant is decided faster"
     assert "  - full_iteration slower than eager: 0.95× [0.93, 0.96]" in body
