@@ -373,6 +373,9 @@ def _completed(c: Ctx) -> RunSummary | None:
     if not ev.iterations:
         s.outcome, s.reason = UNPARSEABLE, "the run ended normally but printed no iteration lines " \
             "(logger.log_interval? wrong file?)"
+        if ev.iter_lines_unparsed:
+            s.reason = f"the run ended normally but none of its {ev.iter_lines_unparsed} iteration lines has a " \
+                "readable elapsed time (truncated, glued, or a time of 0 ms or less: a damaged log)"
         return s
     if c.arm == GRAPH and not (s.capture_seen and s.replay_seen):
         return captured.no_evidence(s, ev)
@@ -514,7 +517,8 @@ def _context(ev: Evidence, arm: str, warmup: int | None, run_info: Mapping | Non
         s.end_marker = ev.end_marker.text
     s.notes.extend(ev.superseded)
     if ev.iter_lines_unparsed:
-        s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (truncated or glued)")
+        s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (truncated, glued, "
+                       "or a time of 0 ms or less)")
     measure(s, ev, arm, warmup, min_steady)
     d = ev.death
     # without run.json, a process that said it died after the end marker (an exception, a fatal line, the launcher's
