@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from graphsweep import textsafe
 from graphsweep.vocab import RunDir, SpecError, UnusableFile
 
 
@@ -66,8 +67,12 @@ def one_line_errors() -> Iterator[None]:
 
 
 def run_dir(*files: Any) -> RunDir:
-    """The run folder of a rule's declared files (snakemake.input / snakemake.output entries), checked to be one."""
-    return RunDir.of(*(str(f) for f in files))
+    """The run folder of a rule's declared files (snakemake.input / snakemake.output entries), checked to be one, and
+    to lie inside its sweep's folder (a run folder linked elsewhere is refused: UnusableFile, one line)."""
+    run = RunDir.of(*(str(f) for f in files))
+    if outside := run.link_out():
+        raise outside
+    return run
 
 
 def run_dirs(**files: Sequence[Any]) -> list[RunDir]:
@@ -87,6 +92,8 @@ def config_problem(error: BaseException) -> str:
     if inner is None:
         return " ".join(str(error).split())
     key = ".".join(str(p) for p in inner.absolute_path) or "(top level)"
+    if "propertyNames" in inner.schema_path:  # the key itself is wrong
+        return f"key '{key}.{inner.instance}': not a name this setting takes (it must match {inner.validator_value})"
     if inner.validator == "enum":
         allowed = ", ".join(dict.fromkeys(str(v) for v in inner.validator_value))
         return f"key '{key}' = {inner.instance!r}: must be one of {allowed}"
@@ -96,3 +103,16 @@ def config_problem(error: BaseException) -> str:
         where = f"'{key}.{unknown[0]}'" if inner.absolute_path else f"'{unknown[0]}'" if unknown else f"'{key}'"
         return f"unknown key {where}; the settings here are {allowed}"
     return f"key '{key}' = {inner.instance!r}: {' '.join(inner.message.split())}"
+
+
+def unsafe_setting(config: Any) -> str | None:
+    """What the workflow schema cannot say about the settings (configs/config.yaml, the Slurm profile's cluster.yaml,
+    --config): a value with a line break or another control character (it reaches a batch script: a partition
+    `batch\ntouch x` would run `touch x`), or a number that is not finite (`status_interval_s: .inf` would never
+    ask sacct again). One line naming the key and the value, or None."""
+    if found := textsafe.control_character(config):
+        key, text, what = found
+        return f"key '{key}' = {text!r}: {textsafe.one_line_problem(what)}"
+    if bad := textsafe.not_finite(config):
+        return f"key '{bad[0]}' = {bad[1]}: {textsafe.NOT_FINITE}"
+    return None

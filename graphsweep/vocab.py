@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
+from graphsweep.textsafe import ENV_NAME
+
 # --------------------------------------------------------------------------------------------------
 # Run outcomes (what happened in one run: graphsweep.parse decides, design.md "Outcomes")
 COMPLETED = "completed"
@@ -121,6 +123,8 @@ class LaunchPlan:
     def shell(self) -> str:
         """The command exactly as it runs, as a user would paste it into a shell: every value quoted."""
         env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(self.env.items()))
+        if not all(ENV_NAME.fullmatch(str(k)) for k in self.env):  # a shell would run such a `NAME=value` word
+            env = shlex.join(["env", *(f"{k}={v}" for k, v in sorted(self.env.items()))])
         cmd = shlex.join(self.argv)
         if self.srun:
             cmd = shlex.join(["srun", *self.srun_args]) + " " + cmd
@@ -449,6 +453,26 @@ class RunDir:
         return [f for f in files if f.exists()]
 
     # How to go on when one of its files is damaged (UnusableFile.fix)
+    def link_out(self) -> UnusableFile | None:
+        """A symbolic link on the way to this run's files (runs/, the run's folder, a file, .jobs/{run_id}) that leads
+        out of the sweep's folder, as the error to raise: the run's outputs would be written wherever it points."""
+        sweep = self.root.parent.parent
+        inside = sweep.resolve()
+        jobs = sweep / ".jobs"
+        for p in (self.root.parent, self.root, *(self.root / f for f in self.FILES), jobs, jobs / self.run_id):
+            if not p.is_symlink():
+                continue
+            fix = "remove the link (and move what it holds back in, if it is this run's)"
+            try:
+                target = p.resolve(strict=True)
+            except (OSError, RuntimeError):
+                return UnusableFile(p, f"is a symbolic link to {os.readlink(p)}, which leads nowhere (missing, or a "
+                                    "loop of links)", fix)
+            if not target.is_relative_to(inside):
+                return UnusableFile(p, f"is a symbolic link to {target}, outside the sweep's folder {sweep}: a run's "
+                                    "files are written only inside it", fix)
+        return None
+
     def fix_for(self, path: str | Path) -> str:
         name = Path(path).name
         if name == self.RUN:

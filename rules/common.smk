@@ -3,6 +3,7 @@
 import atexit
 import re
 import sys
+import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -18,11 +19,25 @@ from graphsweep.plan.planner import (
 )
 from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.plan.repeats import RepeatsError, apply_extra
-from graphsweep.run.controller import end_of_sweep, hold, holder, how_to_resume, release
+from graphsweep.run.controller import (
+    done_when_interrupted,
+    end_of_sweep,
+    hold,
+    holder,
+    how_to_resume,
+    release,
+    written_since,
+)
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.store.readback import check_sweep
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.smk import config_problem, logging_to, refuse, unwritable
+from graphsweep.smk import (
+    config_problem,
+    logging_to,
+    refuse,
+    unsafe_setting,
+    unwritable,
+)
 from graphsweep.vocab import PAIR, SpecError, SweepPaths, UnusableFile
 
 try:
@@ -31,6 +46,11 @@ except WorkflowError as error:
     # a mistyped --config (archive_logs=maybe, cluster=slrum, specs=...): one line, not the schema dump
     refuse(
         f"graphsweep: invalid workflow setting (configs/config.yaml or --config): {config_problem(error)}"
+    )
+if problem := unsafe_setting(config):
+    # a line break in a partition or a comment would become a shell line of every batch script
+    refuse(
+        f"graphsweep: invalid workflow setting (configs/config.yaml, the Slurm profile's cluster.yaml or --config): {problem}"
     )
 
 try:
@@ -189,7 +209,7 @@ STARTED = (
 
 def start_sweep():
     """onstart: this spec owns results/{sweep} and this controller holds the sweep until it stops."""
-    STARTED.append(True)
+    STARTED.append(time.time())
     claim(PATHS, SPEC)
     hold(PATHS)
 
@@ -212,11 +232,28 @@ def finish_sweep():
     print(end_of_sweep(PATHS), file=sys.stderr, flush=True)
 
 
+def unrecorded_jobs():
+    """The rules of the jobs Snakemake did not record as finished, when every one of them wrote all its outputs in
+    this invocation (Ctrl-C as the last jobs ended: Snakemake waits for them, then stops); None otherwise.
+    """
+    # `all` writes nothing: it is done once its inputs are
+    left = [job for job in workflow.dag.needrun_jobs() if job.output]
+    if STARTED and all(written_since(job.output, STARTED[0]) for job in left):
+        return [job.rule.name for job in left]
+    return None
+
+
 def stop_sweep():
-    """onerror (a failed job, or Ctrl-C): the damaged file a job met, if any, and the exact command that carries on."""
+    """onerror (a failed job, or Ctrl-C): the damaged file a job met, if any, and the exact command that carries on;
+    or, when every job had finished after all, what the sweep found."""
     release(PATHS)
+    unrecorded = unrecorded_jobs()
     print(
-        how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS),
+        (
+            how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS)
+            if unrecorded is None
+            else done_when_interrupted(PATHS, unrecorded)
+        ),
         file=sys.stderr,
         flush=True,
     )

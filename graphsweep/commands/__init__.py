@@ -12,16 +12,20 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.text import Text
 
+from graphsweep.smk import unwritable
+from graphsweep.textsafe import for_terminal
+
 # Wide enough that a log path with its line number, or a Megatron message, stays on one line.
 PIPE_WIDTH = 200
 
 
 def plain(value: Any) -> Text:
     """User text (a spec value, a command, a Megatron message) as rich Text: never interpreted as markup, so
-    `[attn]` stays `[attn]` and `[/b]` cannot break a table. Missing values (None, NaN) print as nothing."""
+    `[attn]` stays `[attn]` and `[/b]` cannot break a table, and its control characters spelled out (a log line's
+    escape sequence would recolour or retitle the terminal). Missing values (None, NaN) print as nothing."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return Text("")
-    return Text(str(value))
+    return Text(for_terminal(str(value)))
 
 
 @contextlib.contextmanager
@@ -41,7 +45,7 @@ def broken_pipe_quiet() -> Iterator[None]:
 
 def fail(command: str, message: str) -> int:
     """A command-line input graphsweep cannot use: one plain line on stderr, exit status 2."""
-    print(f"graphsweep {command}: {' '.join(str(message).split())}", file=sys.stderr)
+    print(f"graphsweep {command}: {for_terminal(' '.join(str(message).split()))}", file=sys.stderr)
     return 2
 
 
@@ -60,6 +64,8 @@ def output_file_problem(path: str | Path) -> str | None:
         return f"output {p} is a folder; give a file name"
     if blocker := _blocking_file(p):
         return f"output {p}: {blocker} is a file, not a folder"
+    if problem := unwritable(p.parent):  # tried, not guessed: root passes permission bits, /proc refuses anyway
+        return f"output {p}: {problem}"
     return None
 
 
@@ -70,6 +76,8 @@ def output_dir_problem(path: str | Path) -> str | None:
         return f"output folder {p} is a file"
     if blocker := _blocking_file(p):
         return f"output folder {p}: {blocker} is a file, not a folder"
+    if problem := unwritable(p):
+        return f"output folder {p}: {problem}"
     return None
 
 

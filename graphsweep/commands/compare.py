@@ -64,15 +64,28 @@ def _problem(args: argparse.Namespace) -> str | None:
         return f"--warmup {args.warmup}: cuda_graph_warmup_steps is 0 or more"
     if args.paired and len(args.eager) != len(args.graph):
         return f"--paired needs one eager and one graph log per pair job (got {len(args.eager)} and {len(args.graph)})"
+    seen: dict[tuple[int, int], str] = {}
     for path in (*args.eager, *args.graph, *args.reference):
         p = Path(path)
         if not p.is_file():
             return f"{path}: no such log file" if not p.exists() else f"{path}: not a file"
-    logs = [*args.eager, *args.graph, *args.reference]
-    if len(set(logs)) < len(logs):
-        return "a log is given twice: each log is one job of one arm"
+        st = p.stat()  # the file itself: `./x.log`, a symbolic link and a hard link to it are one log
+        if (st.st_dev, st.st_ino) in seen:
+            first = seen[(st.st_dev, st.st_ino)]
+            also = "" if first == path else f" ({path} is {first} again: another spelling of its path, or a link)"
+            return f"a log is given twice{also}: each log is one job of one arm"
+        seen[(st.st_dev, st.st_ino)] = path
     if args.aa and args.reference:
         return "--reference with --aa: an A/A compares two sets of eager runs; give the extra runs to --eager"
+    return None
+
+
+def _window_problem(args: argparse.Namespace, runs: pd.DataFrame) -> str | None:
+    """--warmup beyond every log's last iteration leaves no steady window in any of them: say so, not 'no runs'."""
+    last = pd.to_numeric(runs.get("last_iteration"), errors="coerce").max() if len(runs) else None
+    if last is not None and pd.notna(last) and args.warmup + 2 > last:
+        return (f"--warmup {args.warmup}: the steady window starts at iteration warmup + 2 = {args.warmup + 2}, but "
+                f"the logs end by iteration {int(last)}: give the cuda_graph_warmup_steps the runs used")
     return None
 
 
@@ -107,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
     eager, e_its = parsed_runs(args.eager, EAGER, args.warmup)
     graph, g_its = parsed_runs(args.graph, EAGER if args.aa else GRAPH, args.warmup)
     ref, r_its = parsed_runs(args.reference, EAGER, args.warmup) if args.reference else (None, [])
+    if problem := _window_problem(args, pd.concat([eager, graph])):
+        _console(stderr=True).print(plain(f"graphsweep compare: {problem}"))
+        return 2
     seeds, problem = seeds_for(pd.concat([eager, graph, *([ref] if ref is not None else [])]), args.seed,
                                args.same_seed)
     if problem:
@@ -128,5 +144,5 @@ def run(args: argparse.Namespace) -> int:
     console.print(plain(head), soft_wrap=True)
     console.print(plain(out["reason"]), soft_wrap=True)
     if text := prose.parity(row):
-        console.print(plain(f"loss parity: {text}"), soft_wrap=True)
+        console.print(plain(text if text.startswith("loss parity") else f"loss parity: {text}"), soft_wrap=True)
     return 0

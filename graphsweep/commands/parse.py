@@ -16,6 +16,7 @@ from rich.text import Text
 from graphsweep.commands import console, fail, output_file_problem, plain
 from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run
+from graphsweep.textsafe import for_terminal
 from graphsweep.vocab import BLOCKED, COMPLETED, CRASHED, EAGER, GRAPH, INVALID, OOM, TIMEOUT, UNCAPTURED, UNPARSEABLE
 
 NAME = "parse"
@@ -128,7 +129,7 @@ def _table(s: RunSummary) -> None:
     rows = _rows(s)
     if not sys.stdout.isatty():
         for key, value in rows:
-            lines = value.split("\n")
+            lines = for_terminal(value).split("\n")  # a log line's escape sequences spelled out, never sent raw
             print(f"{key:<14} {lines[0]}")
             for more in lines[1:]:
                 print(f"{'':<14} {more}")

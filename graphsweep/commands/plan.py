@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         for r in df.itertuples():
             print(f"{r.run_id}: {r.command}", flush=True)
     if not args.dry_run:
-        write_plan(spec, planned, out)
+        try:
+            write_plan(spec, planned, out)
+        except OSError as exc:  # the folder went away or filled up after the look above
+            return fail(NAME, f"--out {out}: cannot write it: {exc.strerror or exc}")
         console.print(plain(f"wrote {out}"))
     return 0

@@ -15,8 +15,8 @@ from graphsweep.judge import interval as iv
 from graphsweep.judge import parity as lp
 from graphsweep.judge import verdict as vd
 from graphsweep.vocab import (
-    BASELINE_FAILED, BLOCKED, CONTROL, FAILED, GRAPH, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN,
-    SPEEDUP, TIMEOUT, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES,
+    BASELINE_FAILED, BLOCKED, CONTROL, EAGER, FAILED, GRAPH, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM,
+    SLOWDOWN, SPEEDUP, TIMEOUT, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES,
 )  # fmt: skip
 
 
@@ -37,6 +37,16 @@ def _count(outcomes: list[str] | None) -> str:
     bad = Counter("timeout before the steady window" if o == TIMEOUT else o for o in outcomes or []
                   if o not in USABLE_OUTCOMES)
     return ", ".join(f"{n} {o}" for o, n in bad.items())
+
+
+def _tally(row: Mapping[str, Any], arm: str) -> str:
+    """What an arm's runs were, every one counted: '2 oom, 1 completed without a steady window', 'no runs'."""
+    outcomes = list(_get(row, f"{arm}_outcomes") or [])
+    if not outcomes:
+        return "no runs"
+    short = sum(o in USABLE_OUTCOMES for o in outcomes) - int(_get(row, f"n_{arm}") or 0)
+    parts = [_count(outcomes)] + ([f"{short} ran but too short for a steady window"] if short > 0 else [])
+    return ", ".join(p for p in parts if p)
 
 
 def _of(row: Mapping[str, Any], arm: str, outcome: str) -> str:
@@ -212,7 +222,7 @@ def parity(row: Mapping[str, Any]) -> str:
         have = _get(row, "loss_runs")
         why = ("no graph run printed an lm loss" if not have else
                f"{have - checked} of {have} {arm} runs have no eager run of their seed with an lm loss to compare "
-               "with (the seed is unknown: the log does not print it and no --seed / --same-seed was given)")
+               f"with ({_seeds_unmatched(row, have - checked)})")
         return f"loss parity unchecked: {why}"
     close = _get(row, "loss_worst_excess")
     return (f"losses agree: {checked} of {checked} {arm} runs follow eager's lm loss"
@@ -238,6 +248,18 @@ def rule() -> str:
             f"by a median of {lp.BIAS_FLOOR:g} or more; a non-finite loss always does. The references are checked "
             "against each other first; one run, or two that do not agree, cannot calibrate a band, and a departure "
             "from it is `uncalibrated` (a speedup is then `unverified`).")
+
+
+def _seeds_unmatched(row: Mapping[str, Any], unmatched: int) -> str:
+    """Why runs found no eager run of their seed: their seed is unknown, or known and another than eager's."""
+    unknown = "the seed is unknown: the log does not print it and no --seed / --same-seed was given"
+    unseeded = _get(row, "loss_unseeded")
+    if unseeded is None or unseeded >= unmatched:  # a row of an older table says nothing more
+        return unknown
+    mine, eager = _get(row, "loss_graph_seeds") or [], _get(row, "loss_eager_seeds") or []
+    differ = (f"they trained from seed(s) {', '.join(map(str, mine))} and the eager runs from "
+              f"{', '.join(map(str, eager)) or 'no known seed'}: runs of different seeds train different models")
+    return differ + (f"; {unseeded} of them print no seed ({unknown.split(': ', 1)[1]})" if unseeded else "")
 
 
 def _num(x: Any, spec: str) -> str:
@@ -292,14 +314,13 @@ def _sentence(row: Mapping[str, Any]) -> str:
     if verdict == BASELINE_FAILED and outcome == vd.BASELINE_LOSS_NONFINITE:
         return broken_baseline(row)
     if verdict == BASELINE_FAILED:
-        bad = _count(_get(row, "eager_outcomes")) or "no eager runs"
-        head = f"eager arm has no usable run ({bad}) ({_failure(row)})"
+        head = f"eager arm has no usable run ({_tally(row, EAGER)}) ({_failure(row)})"
         if outcome == vd.BOTH_OOM:
             return f"{head}; graph arm OOM too: the shape does not fit"
         if outcome == vd.GRAPH_FIXES_FAILURE:
             return (f"{head}, but {_get(row, 'n_graph')} graph run(s) completed (median "
                     f"{_get(row, 'graph_step_ms'):.2f} ms): the graph fixes a baseline failure; no speedup can be computed")
-        return f"{head}; graph arm: {_count(_get(row, 'graph_outcomes')) or 'no runs'}"
+        return f"{head}; graph arm: {_tally(row, GRAPH)}"
     if verdict == BLOCKED:
         return f"graph arm blocked: {_failure(row)}"
     if verdict == INVALID and outcome in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE):

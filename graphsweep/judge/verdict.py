@@ -183,6 +183,9 @@ class Verdict:
     loss_compared: int | None = None  # iterations the deciding run was compared on (printed by it and the references)
     loss_print_every: int | None = None  # the coarsest print interval compared (1: every iteration)
     loss_bias: bool | None = None  # the deciding run departs by a same-sided offset (parity's bias rule)
+    loss_unseeded: int | None = None  # graph runs with a loss whose seed is unknown (never compared)
+    loss_graph_seeds: list[int] | None = None  # the known seeds of the graph runs with a loss
+    loss_eager_seeds: list[int] | None = None  # ... and of the eager-like runs with a loss (parity pairs equal seeds)
     # launch-boundness of the eager arm (parse/busy.py): the GPU's busy time per step, its share, what a graph can win
     eager_gpu_busy_ms: float | None = None
     gpu_busy_share: float | None = None
@@ -243,6 +246,9 @@ def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.
         return None
     runs = [g for g in graph if g.loss]
     v.loss_parity, v.loss_departed, v.loss_checked, v.loss_runs = arm.state, arm.departed, arm.checked, len(runs)
+    v.loss_unseeded = sum(g.seed is None for g in runs)
+    v.loss_graph_seeds = sorted({g.seed for g in runs if g.seed is not None})
+    v.loss_eager_seeds = sorted({e.seed for e in eager if e.loss and e.seed is not None})
     v.loss_spread, v.loss_tolerance = arm.spread, arm.tolerance
     v.loss_references, v.loss_references_excluded = arm.references, list(arm.excluded)
     v.loss_confirmed, v.loss_print_every = arm.confirmed, arm.span

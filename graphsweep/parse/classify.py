@@ -378,8 +378,9 @@ def _completed(c: Ctx) -> RunSummary | None:
     if end is not None:
         _set_sig(s, end)
     if not ev.iterations:
-        s.outcome, s.reason = UNPARSEABLE, "the run ended normally but printed no iteration lines " \
-            "(logger.log_interval? wrong file?)"
+        s.outcome, s.reason = UNPARSEABLE, "the run ended normally but " + (f"none of its {ev.iter_lines_unparsed} " \
+            "iteration lines has a readable elapsed time (a damaged log)" if ev.iter_lines_unparsed else \
+            "printed no iteration lines (logger.log_interval? wrong file?)")
         return s
     if c.arm == GRAPH and not (s.capture_seen and s.replay_seen):
         return captured.no_evidence(s, ev)
@@ -523,7 +524,7 @@ def _context(ev: Evidence, arm: str, warmup: int | None, run_info: Mapping | Non
         s.end_marker = ev.end_marker.text
     s.notes.extend(ev.superseded)
     if ev.iter_lines_unparsed:
-        s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (truncated or glued)")
+        s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (cut, glued, <= 0 ms)")
     measure(s, ev, arm, warmup, min_steady)
     d = ev.death
     # without run.json, a process that said it died after the end marker (an exception, a fatal line, the launcher's

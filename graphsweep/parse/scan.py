@@ -202,8 +202,8 @@ def _iteration_segments(fs: FileScan, raw: bytes, lineno: int) -> None:
     for k, h in enumerate(heads):
         seg = raw[h.end(): heads[k + 1].start() if k + 1 < len(heads) else len(raw)]
         el = lf.ELAPSED.search(seg)
-        if el is None:  # truncated mid-line, or a different print glued in: no timing, no row
-            fs.iter_lines_unparsed += 1
+        if el is None or not group_float(el) > 0:  # truncated mid-line, another print glued in, or a time of 0 ms or
+            fs.iter_lines_unparsed += 1  # less (no step takes none: a damaged line): no timing, no row
             continue
         i = int(h.group(1))
         fs.train_iters = int(h.group(2))
@@ -531,7 +531,7 @@ def _vector_rows(fs: FileScan, pc: Any, pa: Any, arr: Any, idx: Any, chunk: byte
     for k, pattern in lf.RE2_FIELDS.items():
         text_of[k] = pc.struct_field(pc.extract_regex(sub, pattern), [0])
         f[k], present[k] = _to_float(pc, pa, text_of[k])
-    good = ~np.isnan(f["elapsed"]) & ~np.isnan(it)
+    good = (f["elapsed"] > 0) & ~np.isnan(it)  # NaN, 0 and negative times are no timing (as in _iteration_segments)
     if good.any():  # the print step of the elapsed time, from the digits as printed
         col = pc.cast(text_of["elapsed"], pa.string()).filter(pa.array(good))
         dot = np.asarray(pc.find_substring(col, ".").to_numpy(zero_copy_only=False))

@@ -9,7 +9,7 @@ from graphsweep.judge import interval as iv
 from graphsweep.vocab import SLOWDOWN, SPEEDUP, TIMING_VERDICTS
 from graphsweep.report import gpu_time, recommend
 from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, flag, is_control
-from graphsweep.report.text import caveats, cost_sentence, display_reason, level, fmt_number, fmt_q, fmt_speedup, fmt_value, md_escape, truncate
+from graphsweep.report.text import caveats, cost_sentence, display_reason, level, fmt_number, fmt_q, fmt_speedup, fmt_value, md_escape, md_text, truncate
 from graphsweep.report.captured import graphs_held
 
 
@@ -17,7 +17,7 @@ def render_markdown(t: SweepTables, cost: Cost, s: Summary) -> str:
     conf = level(t)
     out = [f"## graphsweep: {t.sweep}", ""]
     if t.description:
-        out += [t.description, ""]
+        out += [md_text(t.description), ""]  # the spec's words, never raw HTML
     counts = ", ".join(f"**{n}** {v}" for v, n in s.counts.items() if n)
     out.append(f"{s.n_cells} cells ({counts}); {s.n_runs} runs; margin ±{t.margin:g}, {conf} intervals.")
     out.append("")

@@ -96,8 +96,12 @@ def fmt_percent(x: float) -> str:
     return f"{x * 100:.0f}%" if x * 100 >= 1 or x == 0 else f"{x * 100:.1f}%"
 
 
+_HTML_OPENER = re.compile(r"<(?=[A-Za-z/!?])")  # what CommonMark reads as a tag, a comment or a declaration
+
+
 def md_escape(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    """A table cell: one line, no column break, no raw HTML (`->`, `<0.001` and `>1` are text and stay as they are)."""
+    return _HTML_OPENER.sub(r"\\<", s.replace("|", "\\|").replace("\n", " "))
 
 
 def truncate(s: str, n: int) -> str:

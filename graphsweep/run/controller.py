@@ -152,6 +152,30 @@ def end_of_sweep(paths: SweepPaths, already: bool = False) -> str:
     return f"graphsweep: sweep '{paths.sweep}' {done}: {total} cells: {found}{aa}\ngraphsweep: report: {report}"
 
 
+def written_since(outputs: Sequence[str | Path], since: float) -> bool:
+    """Every file exists and was written at or after `since` (this controller's start): a job that made them ran to
+    its end in this invocation (a failed job's update() outputs are restored with their old times, a killed one's
+    are missing)."""
+    try:
+        return all(Path(p).stat().st_mtime >= since for p in outputs)
+    except OSError:
+        return False
+
+
+def done_when_interrupted(paths: SweepPaths, unrecorded: Sequence[str], argv: Sequence[str] | None = None,
+                          cwd: str | None = None) -> str:
+    """The last lines when Ctrl-C (or SIGINT) came as the last jobs finished: Snakemake waits for its running local
+    jobs, but stops before recording them, so it marks their outputs incomplete although every job ran to its end.
+    `unrecorded`: the rules of those jobs."""
+    found = end_of_sweep(paths).replace(f"sweep '{paths.sweep}' done", f"sweep '{paths.sweep}' was interrupted, but "
+                                        "every job had finished", 1)
+    if not unrecorded:
+        return found
+    cost = "" if "run" in unrecorded else " (no job is submitted)"
+    return (f"{found}\ngraphsweep: Snakemake stopped before recording the last job(s) ({', '.join(unrecorded)}), so it "
+            f"marks their outputs incomplete; this makes them again{cost}: {resume_command(argv, cwd)}")
+
+
 def resume_command(argv: Sequence[str] | None = None, cwd: str | None = None) -> str:
     """The command that carries on where this one stopped: this very command, from the folder it was typed in."""
     argv = list(sys.argv if argv is None else argv)

@@ -108,6 +108,7 @@ def match_files(spec: Spec) -> LogMap:
     groups: dict[tuple[str, str], dict[str, dict[str, list[tuple[str, Path]]]]] = {}
     facts_by: dict[tuple[str, str, str], dict[str, str]] = {}
     ignored, excluded = [], []
+    same_file: dict[tuple[int, int], str] = {}  # a symbolic or hard link to a log is that log, not another job
     for path in sorted(p for p in src.folder.rglob("*") if p.is_file()):
         rel = path.relative_to(src.folder).as_posix()
         try:
@@ -119,6 +120,12 @@ def match_files(spec: Spec) -> LogMap:
         if not m:
             ignored.append(rel)
             continue
+        st = path.stat()
+        if (st.st_dev, st.st_ino) in same_file:
+            problems.append(f"{rel}: the same file as {same_file[(st.st_dev, st.st_ino)]} (a link): one log is one "
+                            "job; remove the link")
+            continue
+        same_file[(st.st_dev, st.st_ino)] = rel
         g = {k: v for k, v in m.groupdict().items() if v is not None}
         text = g.get("variant", "")
         variant = EAGER if text == src.eager else text

@@ -40,6 +40,7 @@ from graphsweep.parse.signatures import find_transient
 from graphsweep.run import gate as launch_gate
 from graphsweep.run.controller import process_start
 from graphsweep.run.job import job_argv, job_main, tees_rank_files, utc_now
+from graphsweep.run.sbatch import SLURM_DEFAULTS, SubmitRefused, merged_slurm, sbatch_transient, slurm_parameters
 from graphsweep.run.slurmstate import (
     ALIVE_STATES,
     STUCK_STATES,
@@ -54,19 +55,9 @@ from graphsweep.store.readback import read_job_side, read_run_config
 from graphsweep.vocab import JOB_FAILURE, JOB_SIDE, TORCHRUN_LOG_DIR_ENV, LaunchPlan, RunDir, UnusableFile, write_json
 
 
-def _slurm_defaults() -> dict[str, Any]:
-    """The defaults of the profile's `slurm:` block, from the workflow's config schema (one place for them)."""
-    schema = yaml.safe_load(resources.read_text(resources.CONFIG_SCHEMA))
-    props = schema["properties"]["slurm"]["properties"]
-    return {k: v["default"] for k, v in props.items() if "default" in v}
-
-
 def _timeout_default() -> int:
     schema = yaml.safe_load(resources.read_text(resources.SWEEP_SCHEMA))
     return int(schema["properties"]["executor"]["properties"]["timeout_min"]["default"])
-
-
-SLURM_DEFAULTS = _slurm_defaults()
 
 
 @dataclass
@@ -117,100 +108,6 @@ class SubmitSettings:
             min_interval_s=self.status_interval_s,
             lease_s=max(180.0, 3 * self.status_interval_s),
         )
-
-
-# Names of profiles/slurm/cluster.yaml `slurm:` -> submitit parameters. Keys already spelled the submitit way
-# (slurm_*, or a generic name) pass through unchanged.
-_SUBMITIT_NAMES = {
-    "partition": "slurm_partition",
-    "account": "slurm_account",
-    "qos": "slurm_qos",
-    "constraint": "slurm_constraint",
-    "exclude": "slurm_exclude",
-    "nodelist": "slurm_nodelist",
-    "gres": "slurm_gres",
-    "comment": "slurm_comment",
-    "cpus_per_task": "cpus_per_task",
-    "cpus_per_gpu": "slurm_cpus_per_gpu",
-    "mem_gb": "mem_gb",
-    "mem_per_gpu": "slurm_mem_per_gpu",
-    "mem_per_cpu": "slurm_mem_per_cpu",
-    "signal_delay_s": "slurm_signal_delay_s",
-    "setup": "slurm_setup",
-    "mail_type": "slurm_mail_type",
-    "mail_user": "slurm_mail_user",
-    "wckey": "slurm_wckey",
-}
-
-_GENERIC = {"cpus_per_task", "mem_gb", "stderr_to_stdout"}
-
-# Keys graphsweep reads itself (not sbatch parameters).
-_GRAPHSWEEP_KEYS = {
-    "request_gpus", "exclusive", "sbatch", "container_image", "container_mounts", "container_workdir", "srun_args",
-    "graphsweep_dir", "python", "status_interval_s", "progress_interval_s", "stuck_guard_min", "lost_after_min",
-    "result_grace_s", "submit_retry_s", "state_dir",
-}  # fmt: skip
-
-# Derived per run from its LaunchPlan; a profile setting them would give every shape the same layout.
-_DERIVED = {"nodes", "gpus_per_node", "tasks_per_node", "timeout_min", "slurm_time", "time"}
-
-
-def _truthy(value: Any, default: bool) -> bool:
-    if _empty(value):
-        return default
-    if isinstance(value, str):
-        return value.strip().lower() not in ("0", "false", "no", "off")
-    return bool(value)
-
-
-def _empty(value: Any) -> bool:
-    return value is None or value == "" or value == [] or value == {}
-
-
-def slurm_parameters(plan: LaunchPlan, slurm: Mapping[str, Any], timeout_min: int, name: str) -> dict[str, Any]:
-    """submitit parameters for one run: the allocation shape from its LaunchPlan, the rest from the profile.
-
-    * nodes, GPUs per node: the plan's (runs/{run_id}/config.yaml); `request_gpus: false` asks for no GPUs (a
-      GPU-less test cluster running the builtin workload on CPU).
-    * A plan whose training is its own srun step (Megatron on Slurm, containers) gets one task per GPU in the
-      allocation and runs the submitit task directly in the batch script (no srun around it: NeMo containers have
-      no submitit); other plans run as one srun task.
-    * `exclusive: true` -> --exclusive; `sbatch: {key: value}` -> extra `#SBATCH --key=value` lines.
-    """
-    unknown = sorted(k for k in slurm if k in _DERIVED)
-    if unknown:
-        raise ValueError(
-            f"slurm: {', '.join(unknown)} cannot be set in the profile: nodes and GPUs come from each run's launch "
-            "plan (runs/{run_id}/config.yaml) and the time limit from the spec's executor.timeout_min x attempt"
-        )
-    params: dict[str, Any] = {"timeout_min": int(timeout_min), "name": name, "nodes": int(plan.nodes)}
-    if _truthy(slurm.get("request_gpus"), SLURM_DEFAULTS["request_gpus"]) and plan.gpus_per_node > 0:
-        params["gpus_per_node"] = int(plan.gpus_per_node)
-    if plan.srun:
-        params["tasks_per_node"] = max(1, int(plan.tasks_per_node))
-        params["slurm_use_srun"] = False
-    else:
-        params["tasks_per_node"] = 1
-    for key, value in slurm.items():
-        if key in _GRAPHSWEEP_KEYS or _empty(value):
-            continue
-        target = _SUBMITIT_NAMES.get(key, key)
-        if not (target.startswith("slurm_") or target in _GENERIC):
-            raise ValueError(
-                f"slurm: unknown setting {key!r}. Use one of {sorted(_SUBMITIT_NAMES)}, a submitit slurm_* parameter, "
-                f"or graphsweep's {sorted(_GRAPHSWEEP_KEYS)}"
-            )
-        params[target] = value
-    extra = dict(params.pop("slurm_additional_parameters", {}) or {})
-    extra.update({str(k).replace("-", "_"): v for k, v in (slurm.get("sbatch") or {}).items()})
-    if _truthy(slurm.get("exclusive"), SLURM_DEFAULTS["exclusive"]):
-        params["slurm_exclusive"] = True
-    if extra:
-        params["slurm_additional_parameters"] = extra
-    if "slurm_signal_delay_s" not in params:
-        # submitit signals the job (USR2) 90 s before the limit; on a short limit that would be at once.
-        params["slurm_signal_delay_s"] = int(min(90, max(10, timeout_min * 60 // 6)))
-    return params
 
 
 def _side_file(jobs_dir: Path) -> Path:
@@ -280,8 +177,9 @@ def _signals_deferred() -> Iterator[None]:
 def _submit_slurm(
     run_id: str, plan: LaunchPlan, jobs_dir: Path, s: SubmitSettings, attempt: int, say: Callable[[str], None]
 ) -> SlurmWaiter:
-    """sbatch through submitit, record the job in the side file and the shared cache; sbatch failures (slurmctld
-    restarting, 'Socket timed out') are retried for submit_retry_s."""
+    """sbatch through submitit, record the job in the side file and the shared cache; the sbatch failures Slurm calls
+    transient (slurmctld restarting, 'Socket timed out', SBATCH_TRANSIENT) are retried for submit_retry_s, any other
+    refusal fails the run at once with sbatch's own line."""
     # One folder for all of this run's jobs, created before sbatch: with submitit's `%j` folders Slurm can start the
     # job before submitit has made its folder, and a job whose --output folder is missing fails at once (FAILED, 0 s).
     folder = jobs_dir / "submitit"
@@ -314,6 +212,8 @@ def _submit_slurm(
                 say(f"submitted {run_id} as Slurm job {job.job_id} (time limit {s.timeout_min} min, attempt {attempt})")
                 return waiter
         text = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+        if not sbatch_transient(str(error)):
+            raise SubmitRefused(text) from None
         if time.monotonic() > deadline:
             raise InfraFailure("SUBMIT", f"sbatch kept failing for {s.submit_retry_s:.0f} s: {text}") from error
         say(f"{run_id}: sbatch failed ({text[:200]}); retrying in 15 s")
@@ -486,7 +386,7 @@ def submit_and_wait(
     side: dict[str, Any] | None = None
     try:
         facts, side, state = wait(run_id, jobs_dir, plan, settings, attempt, say)
-    except InfraFailure as exc:
+    except (InfraFailure, SubmitRefused) as exc:
         # Forget the job so the retry submits a fresh one; its log stays under jobs_dir/logs as evidence.
         try:
             failed = _read_side(jobs_dir) or {}
@@ -495,7 +395,8 @@ def submit_and_wait(
         _write_side(jobs_dir, {**failed, "state": exc.state, "message": str(exc), "failed_utc": utc_now(),
                                "attempt": attempt}, _failure_file(jobs_dir))  # fmt: skip
         _side_file(jobs_dir).unlink(missing_ok=True)
-        say(f"{run_id}: infrastructure failure, will be retried: {exc}")
+        if isinstance(exc, InfraFailure):
+            say(f"{run_id}: infrastructure failure, will be retried: {exc}")
         raise
     job_log = Path(side.get("log") or log_path)
     if job_log.exists() and job_log.resolve() != log_path.resolve():
@@ -558,7 +459,7 @@ def execute_run(
     if cluster:
         overrides["cluster"] = cluster
     if slurm:
-        overrides["slurm"] = {**(cfg["executor"].get("slurm") or {}), **slurm}
+        overrides["slurm"] = merged_slurm(slurm, cfg["executor"].get("slurm") or {})
     settings = settings_from_spec(cfg["executor"], overrides)
     run_id = cfg["run"]["run_id"]
     record = submit_and_wait(run_id, plan, log_path, jobs_dir, settings, attempt, say)

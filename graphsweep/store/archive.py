@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tarfile
 import zlib
 from dataclasses import dataclass, field
@@ -36,6 +37,14 @@ TABLES = SweepPaths.TABLES
 REQUIRED = (*TABLES, SweepPaths.REPORT_MD, SPEC)
 SKIP_DIRS = {"archive", ".jobs"}  # earlier archives; submitit pickles (job plumbing, not results)
 SKIP_FILES = {"logs/archive.log"}  # the archive rule's own log is being written while it archives
+# The files verify reads into memory, and the most each may hold: a manifest lists ~200 bytes per file (195 in an
+# archive of results/examples/h200-builtin: 232 files, 5 per run), so 128 MiB is ~670,000 files, over 30 for each run
+# of a sweep of max_runs (20,000) runs; a spec is a few KB. A bigger member is refused unread.
+READ_LIMITS = {MANIFEST: 128 << 20, SPEC: 16 << 20}
+# What a manifest names that becomes a path (the catalog's sweep={sweep}/archive={stamp} partitions): a sweep name
+# as the spec schema allows it, and the archive's top folder {sweep}-{UTC timestamp} as make_archive writes it
+SWEEP_NAME = re.compile(yaml.safe_load(resources.read_text(resources.SWEEP_SCHEMA))["properties"]["sweep"]["pattern"])
+STAMP = re.compile(r"\d{8}T\d{6}Z")
 
 
 class ArchiveError(RuntimeError):
@@ -193,7 +202,7 @@ def verify_archive(path: str | Path) -> Verification:
         return v
     with tar:
         members: dict[str, tuple[int, str]] = {}  # path -> (bytes, sha256), hashed while streaming
-        kept: dict[str, bytes] = {}  # the small files read again below
+        kept: dict[str, bytearray] = {}  # the small files read again below (READ_LIMITS bounds them)
         tops = set()
         try:
             for m in tar:
@@ -207,13 +216,18 @@ def verify_archive(path: str | Path) -> Verification:
                     continue
                 top, _, rel = m.name.partition("/")
                 tops.add(top)
+                limit = READ_LIMITS.get(rel)
+                if limit is not None and m.size > limit:
+                    v.problems.append(f"{rel}: {m.size:,} bytes, more than a {rel} of a graphsweep archive holds "
+                                      f"({limit:,}): not read")
+                    return v
                 f = tar.extractfile(m)
                 h, n = hashlib.sha256(), 0
                 for block in iter(lambda: f.read(1 << 20), b"") if f else ():
                     h.update(block)
                     n += len(block)
-                    if rel in (MANIFEST, SPEC):
-                        kept[rel] = kept.get(rel, b"") + block
+                    if limit is not None:
+                        kept.setdefault(rel, bytearray()).extend(block)
                 members[rel] = (n, h.hexdigest())
         except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
             v.problems.append(f"archive is truncated or corrupt: {exc}")
@@ -224,11 +238,28 @@ def verify_archive(path: str | Path) -> Verification:
             v.problems.append(f"no {MANIFEST}: not a graphsweep archive")
             return v
         try:
-            v.manifest = json.loads(kept.get(MANIFEST, b""))
+            v.manifest = json.loads(bytes(kept.get(MANIFEST, b"")))
         except ValueError as exc:
             v.problems.append(f"{MANIFEST} is not JSON: {exc}")
             return v
+    if not isinstance(v.manifest, dict):
+        v.problems.append(f"{MANIFEST} holds a JSON {type(v.manifest).__name__}, not a manifest's object")
+        v.manifest = {}
+        return v
     man = v.manifest
+    files, version = man.get("files", []), man.get("manifest_version", 0)
+    if not (isinstance(files, list) and all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in files)
+            and isinstance(version, int) and isinstance(man.get("spec") or {}, dict)):
+        v.problems.append(f"{MANIFEST}: not the manifest `snakemake archive` writes (files, manifest_version, spec)")
+        return v
+    sweep = man.get("sweep")
+    if not isinstance(sweep, str) or not SWEEP_NAME.fullmatch(sweep):
+        # it names the catalog's folders: '../x' would write outside the catalog
+        v.problems.append(f"{MANIFEST}: sweep {sweep!r} is not a sweep name (letters, digits, '-', '_' and '.', "
+                          "starting with a letter or digit)")
+    elif tops and not any(t.startswith(f"{sweep}-") and STAMP.fullmatch(t.removeprefix(f"{sweep}-")) for t in tops):
+        v.problems.append(f"top folder {sorted(tops)[0]!r} is not '{sweep}-<UTC timestamp>' (the archive's sweep and "
+                          "time, as `snakemake archive` names it)")
     if man.get("format") != FORMAT:
         v.problems.append(f"{MANIFEST}: format is {man.get('format')!r}, expected {FORMAT!r}")
     if int(man.get("manifest_version", 0)) > MANIFEST_VERSION:
@@ -250,16 +281,16 @@ def verify_archive(path: str | Path) -> Verification:
             v.problems.append(f"{rel}: required file missing")
     if SPEC in members:
         try:
-            if spec_hash(kept.get(SPEC, b"").decode()) != (man.get("spec") or {}).get("hash"):
+            if spec_hash(bytes(kept.get(SPEC, b"")).decode()) != (man.get("spec") or {}).get("hash"):
                 v.problems.append("spec.yaml: its hash differs from the manifest's spec hash")
         except (ValueError, yaml.YAMLError) as exc:
             v.problems.append(f"spec.yaml: not readable YAML: {exc}")
     for rel, e in listed.items():
         if rel.endswith(".parquet") and rel in members:
             version = e.get("schema_version")
-            if e.get("error") or version is None:
+            if e.get("error") or not isinstance(version, int):
                 v.problems.append(f"{rel}: unreadable Parquet metadata when archived ({e.get('error')})")
-            elif int(version) > SCHEMA_VERSION:
+            elif version > SCHEMA_VERSION:
                 v.problems.append(f"{rel}: table schema version {version} is newer than this graphsweep reads "
                                   f"({SCHEMA_VERSION}): upgrade graphsweep")  # fmt: skip
     if not man.get("logs_included", True) and any(is_log(PurePosixPath(r)) for r in listed):

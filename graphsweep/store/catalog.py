@@ -144,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ArchiveError, UnusableFile) as exc:
         print(f"graphsweep catalog: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the catalog folder cannot be written (read-only, full, gone)
+        print(f"graphsweep catalog: cannot write into {args.out}: {exc.strerror or exc} ({exc.filename or args.out})",
+              file=sys.stderr)
+        return 2
     print(f"{len(files)} files written to {args.out}")
     return 0
 

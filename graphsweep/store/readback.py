@@ -116,8 +116,10 @@ def check_sweep(paths: SweepPaths, run_ids: Iterable[str], pairs: Iterable[str] 
             read_table(path, table)
     pairs = set(pairs)
     for run_id in run_ids:
-        read_job_side(paths.jobs_dir(run_id))
         run = paths.run(run_id)
+        if outside := run.link_out():  # its outputs would be written through the link
+            raise outside
+        read_job_side(paths.jobs_dir(run_id))
         if not run.root.exists():
             continue
         if run.log.exists() and not run.log.is_file():

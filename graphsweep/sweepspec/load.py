@@ -13,8 +13,9 @@ from typing import Any, Mapping
 
 import jsonschema
 import yaml
+from referencing import Registry, Resource
 
-from graphsweep import resources
+from graphsweep import resources, textsafe
 from graphsweep.parse.window import MIN_STEADY
 from graphsweep.sweepspec.source import check_source
 from graphsweep.sweepspec.sweep import Spec, parse_variant
@@ -27,6 +28,16 @@ def _load_schema() -> dict[str, Any]:
     return yaml.safe_load(resources.read_text(resources.SWEEP_SCHEMA))
 
 
+def _validator() -> jsonschema.Draft202012Validator:
+    """The sweep schema's validator; its `executor.slurm` is the workflow schema's `slurm` block (one place for the
+    Slurm settings a spec and a profile may give), found through the sweep schema's $id."""
+    schema = _load_schema()
+    config = yaml.safe_load(resources.read_text(resources.CONFIG_SCHEMA))
+    uri = schema["$id"].rsplit("/", 1)[0] + "/" + resources.CONFIG_SCHEMA.rsplit("/", 1)[1]
+    registry: Registry = Registry().with_resource(uri, Resource.from_contents(config))
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
 def schema_default(key: str) -> Any:
     """The sweep schema's default for a top-level key (the CLI's defaults come from here, never typed again)."""
     return _load_schema()["properties"][key]["default"]
@@ -35,14 +46,17 @@ def schema_default(key: str) -> Any:
 def _key_path(error: jsonschema.ValidationError) -> str:
     parts = [str(p) for p in error.absolute_path]
     if error.validator == "additionalProperties":
-        # the offending key is in the message, not the path
-        extra = re.findall(r"'([^']+)' was unexpected", error.message)
+        # the offending key is in the message, not the path (with patternProperties: "does not match any of the
+        # regexes")
+        extra = re.findall(r"'([^']+)' (?:was unexpected|does not match any of the regexes)", error.message)
         if extra:
             parts.append(extra[0])
     if error.validator == "required":
         missing = re.findall(r"'([^']+)' is a required property", error.message)
         if missing:
             parts.append(missing[0])
+    if "propertyNames" in error.schema_path:  # the key itself is wrong: name it
+        parts.append(str(error.instance))
     return ".".join(parts) or "(top level)"
 
 
@@ -54,6 +68,11 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return "must not be empty (give at least one value)"
     if error.validator == "pattern" and error.absolute_path and error.absolute_path[-1] == "sweep":
         return "unsafe sweep name: use letters, digits, '-', '_' and '.' (it becomes a folder name)"
+    if "propertyNames" in error.schema_path and error.absolute_path and error.absolute_path[-1] == "env":
+        return ("not an environment variable name: letters, digits and '_', not starting with a digit (the printed "
+                "command puts the name in front of the command, where a shell would run what it holds)")
+    if "propertyNames" in error.schema_path:
+        return f"not a name this setting takes (it must match {error.validator_value})"
     if error.validator == "enum":
         return f"must be one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "type":
@@ -178,9 +197,22 @@ def load_spec(path: str | Path) -> Spec:
     return validate_spec(raw, path)
 
 
+def _check_text_and_numbers(raw: Mapping[str, Any], path: str | Path) -> None:
+    """Every value is one line of text (the description may have line breaks) and every number is finite."""
+    rest = {k: v for k, v in raw.items() if k != "description"}
+    found = textsafe.control_character(rest) or textsafe.control_character(
+        {k: v for k, v in raw.items() if k == "description"}, allow="\n\t")
+    if found:
+        key, text, what = found
+        raise SpecError(path, key, text, textsafe.one_line_problem(what))
+    if bad := textsafe.not_finite(raw):
+        raise SpecError(path, bad[0], bad[1], textsafe.NOT_FINITE)
+
+
 def validate_spec(raw: dict[str, Any], path: str | Path = "<spec>") -> Spec:
     schema = _load_schema()
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(raw), key=lambda e: list(e.absolute_path))
+    _check_text_and_numbers(raw, path)
+    errors = sorted(_validator().iter_errors(raw), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
         raise SpecError(path, _key_path(e), e.instance, _describe(e))
@@ -242,8 +274,18 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
+# Slurm settings that are shell code of the batch script (submitit writes `setup` and `teardown` lines as they are and
+# `python` unquoted, so that it may be a wrapper such as `singularity exec img python`): the profile's, never a spec's
+SHELL_SETTINGS = ("setup", "python", "slurm_setup", "slurm_teardown")
+
+
 def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
     axes, fixed = raw["axes"], raw.get("fixed", {})
+    for key in SHELL_SETTINGS:
+        if key in (raw["executor"].get("slurm") or {}):
+            raise SpecError(path, f"executor.slurm.{key}", raw["executor"]["slurm"][key], "is shell code that the "
+                            "batch script runs as it is: a sweep spec does not carry shell code; give it in the Slurm "
+                            "profile (profiles/slurm/cluster.yaml `slurm:`)")
     for key in axes:
         if key in fixed:
             raise SpecError(path, f"fixed.{key}", fixed[key], f"'{key}' is also an axis; give it in one place only")

@@ -139,7 +139,8 @@ def shape_slug(shape: Mapping[str, Any]) -> str:
     parts = []
     for key, value in shape.items():
         short = _ABBREVIATIONS.get(key) or _ABBREVIATIONS.get(key.rsplit(".", 1)[-1]) or key.rsplit(".", 1)[-1]
-        parts.append(f"{short}{_slug_value(value)}")
+        # a run id becomes a folder name: an axis named `model.x/y` must not make runs/{run_id} two folders
+        parts.append(f"{re.sub(r'[^A-Za-z0-9_+~-]', '', short)}{_slug_value(value)}")
     return "-".join(parts)[:60]
 
 

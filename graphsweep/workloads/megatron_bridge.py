@@ -70,6 +70,17 @@ SETUP_SECONDS = 120.0  # container start, imports (51-64 s per process on the H2
 DEFAULT_GPUS_PER_NODE = 8
 
 
+def special_problem(key: str, value: Any) -> str | None:
+    """Why a value of one of graphsweep's own settings (SPECIAL_KEYS) cannot be used, or None. A count of 0 GPUs
+    divides by zero in preflight; a step time of 0 or less makes a run free and passes the budget and time checks."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key == "gpus" and not (number and float(value).is_integer() and value >= 1):
+        return "the number of GPUs a run takes: a whole number, 1 or more"
+    if key == "est_step_s" and not (number and value > 0):
+        return "the estimated seconds per training iteration: a number above 0"
+    return None
+
+
 class MegatronSpecError(ValueError):
     """A megatron_bridge spec that cannot become a fair command. Says which key to move where."""
 
@@ -134,6 +145,8 @@ def validate(raw: Mapping[str, Any], path: str | Path) -> None:
             if key.startswith("env."):
                 continue
             for one in value if section == "axes" else [value]:
+                if problem := special_problem(key, one):
+                    raise SpecError(path, f"{section}.{key}", one, problem)
                 if isinstance(one, str) and one.strip()[:1] in ("[", "{"):  # meant as a list or dict: is it one?
                     try:
                         parse_value(one)
