@@ -10,7 +10,6 @@ tests/test_vocabulary.py fails when one of these names is spelled anywhere else.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -360,15 +359,6 @@ def read_json(path: str | Path, fix: str = "", required: tuple[str, ...] = ()) -
     return record
 
 
-def write_json(path: str | Path, record: Mapping[str, Any]) -> None:
-    """Write a JSON record whole or not at all (a temp file renamed over it: a reader never sees half of one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    tmp.replace(path)
-
-
 # --------------------------------------------------------------------------------------------------
 # The results layout
 RANKS_DIR = "ranks"  # runs/{run_id}/ranks/: the per-rank files of a run (torchrun's, or an ingested run's further files)
@@ -501,6 +491,16 @@ class SweepPaths:
     TABLES: ClassVar[tuple[str, ...]] = (PLAN, RUNS, ITERATIONS, COMPARISON)
     REPORT_MD: ClassVar[str] = "report.md"
     REPORT_HTML: ClassVar[str] = "report.html"
+    RUN_DIRS: ClassVar[str] = "runs"  # runs/{run_id}/: RunDir
+    LOGS: ClassVar[str] = "logs"  # the rules' logs
+    JOBS: ClassVar[str] = ".jobs"  # job plumbing: JobsDir per run, the controller's record
+    ARCHIVES: ClassVar[str] = "archive"  # `snakemake archive`'s tar.gz files (store/archive.py)
+
+    @classmethod
+    def of(cls, sweep_dir: str | Path) -> "SweepPaths":
+        """The paths of the sweep whose folder this is."""
+        sweep_dir = Path(sweep_dir)
+        return cls(sweep_dir.parent, sweep_dir.name)
 
     @property
     def root(self) -> Path:
@@ -541,14 +541,23 @@ class SweepPaths:
 
     @property
     def controller(self) -> Path:
-        return self.root / ".jobs" / "controller.json"  # the Snakemake process running the sweep now (run/controller.py)
+        return self.root / self.JOBS / "controller.json"  # the Snakemake process running the sweep now (run/controller.py)
 
     @property
     def run_dirs(self) -> Path:
-        return self.root / "runs"
+        return self.root / self.RUN_DIRS
+
+    @classmethod
+    def rule_log_name(cls, rule: str, run_id: str | None = None) -> str:
+        """A rule's log, relative to the sweep folder."""
+        return f"{cls.LOGS}/{rule}/{run_id}.log" if run_id else f"{cls.LOGS}/{rule}.log"
 
     def rule_log(self, rule: str, run_id: str | None = None) -> Path:
-        return self.root / "logs" / (f"{rule}/{run_id}.log" if run_id else f"{rule}.log")
+        return self.root / self.rule_log_name(rule, run_id)
+
+    def archive(self, name: str) -> Path:
+        """archive/{name}.tar.gz"""
+        return self.root / self.ARCHIVES / f"{name}.tar.gz"
 
     # one run's folder (RunDir knows its files)
     def run(self, run_id: str) -> RunDir:
@@ -576,15 +585,55 @@ class SweepPaths:
         return self.run(run_id).summary
 
     # job plumbing (not declared outputs: a killed controller reattaches from here)
+    def jobs(self, run_id: str) -> JobsDir:
+        return JobsDir(self.root / self.JOBS / run_id)
+
     def jobs_dir(self, run_id: str) -> Path:
-        return self.root / ".jobs" / run_id
-
-    def job_side(self, run_id: str) -> Path:
-        return self.jobs_dir(run_id) / JOB_SIDE
+        return self.jobs(run_id).root
 
 
-JOB_SIDE = "job.json"  # the in-flight job of a run (cluster, job id, its log): reattach reads it
-JOB_FAILURE = "failed.json"  # the last infrastructure failure of a run (for `graphsweep status`)
+@dataclass(frozen=True)
+class JobsDir:
+    """`.jobs/{run_id}/`, one run's job plumbing (run/submit.py): not declared outputs, so Snakemake never deletes
+    them, and a controller that was killed reattaches to the run's job from here."""
+
+    root: Path
+
+    SIDE: ClassVar[str] = "job.json"  # the in-flight job of a run (cluster, job id, its log): reattach reads it
+    FAILURE: ClassVar[str] = "failed.json"  # the last infrastructure failure of a run (for `graphsweep status`)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @property
+    def side(self) -> Path:
+        return self.root / self.SIDE
+
+    @property
+    def failure(self) -> Path:
+        return self.root / self.FAILURE
+
+    @property
+    def submitit(self) -> Path:
+        """submitit's folder of the run's jobs (pickles, its own stdout/stderr)."""
+        return self.root / "submitit"
+
+    @property
+    def local_controller_log(self) -> Path:
+        """What submitit's local controller process prints (kept off the terminal: run/submit.py)."""
+        return self.submitit / "controller.log"
+
+    def attempt_log(self, attempt: int, when: str) -> Path:
+        """The training log of one job, written here while it runs and linked to runs/{run_id}/log.txt at its end."""
+        return self.root / "logs" / f"{when}-attempt{attempt}.log"
+
+    def transient_log(self, job_id: str) -> Path:
+        """The log of a job that failed on a transient signature and was run again (run/submit.py)."""
+        return self.root / f"log.transient.{job_id}.txt"
 
 
 # torchrun (torch.distributed.run) with `--tee=3` writes every rank's stdout and stderr to its own file and copies them

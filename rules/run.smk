@@ -1,4 +1,6 @@
-# Submit each run through submitit (local or Slurm) and wait for it (graphsweep/run/submit.py).
+# Submit each run through submitit and wait for it: on the local executor this rule's script waits (one process per
+# run, graphsweep/run/runrule.py); with the Slurm profile the graphsweep executor runs every job of this rule and
+# waits for all of them in the controller (graphsweep/run/executor.py). It is the only rule that is not local.
 if not is_ingest():
 
     rule run:
@@ -11,7 +13,6 @@ if not is_ingest():
             ranks=directory(str(PATTERN.run_ranks("{run_id}"))),  # torchrun's per-rank files (often none)
         log:
             str(PATTERN.rule_log("run", "{run_id}")),
-        localrule: True
         resources:
             attempt=get_attempt,
             timeout_min=get_timeout_min,

@@ -2,7 +2,8 @@ import sys
 from pathlib import Path
 
 from graphsweep.smk import logging_to, one_line_errors, run_dir
-from graphsweep.run.submit import execute_run
+from graphsweep.run.runrule import execute_run
+from graphsweep.vocab import JobsDir
 
 
 def say(message):
@@ -15,7 +16,7 @@ try:
     with logging_to(snakemake.log[0]), one_line_errors():
         execute_run(
             run_dir(snakemake.input.config, snakemake.output.run, snakemake.output.log, snakemake.output.ranks),
-            jobs_dir=Path(snakemake.params.jobs_dir),
+            JobsDir(snakemake.params.jobs_dir),
             attempt=int(snakemake.resources.attempt),
             timeout_min=int(snakemake.resources.timeout_min),
             # Operational settings come from the config (the Slurm profile), not params: changing a partition

@@ -357,7 +357,7 @@ DAMAGED = {
     "config.yaml not YAML": (lambda p: _write_bytes(_eager(p).config, b"run: [\n"), ["not valid YAML"], False),
     "owner.json garbage": (lambda p: _write_bytes(p.owner, b"{"), ["says which spec owns", "delete it"], True),
     "controller.json garbage": (lambda p: _write_bytes(p.controller, b"pid 12"), ["if no snakemake runs sweep"], True),
-    "job.json garbage": (lambda p: _write_bytes(p.job_side(_eager(p).run_id), b"{\"cluster\": "),
+    "job.json garbage": (lambda p: _write_bytes(p.jobs(_eager(p).run_id).side, b"{\"cluster\": "),
                          ["squeue --name", "scancel"], True),
 }  # fmt: skip
 

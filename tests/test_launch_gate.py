@@ -20,7 +20,7 @@ from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.parse.signatures import LAUNCH_GATE_CLASS
 from graphsweep.plan.planner import gate_inputs, plan_sweep
 from graphsweep.run import gate
-from graphsweep.run.submit import execute_run
+from graphsweep.run.runrule import execute_run
 from graphsweep.sweepspec.load import validate_spec
 from graphsweep.vocab import BLOCKED, COMPLETED, GateDecision, RunDir, SpecError, UnusableFile
 from tests.support import ROOT, run_spec

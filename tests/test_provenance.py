@@ -23,7 +23,7 @@ from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.run.job import job_main
-from graphsweep.run.submit import execute_run
+from graphsweep.run.runrule import execute_run
 from graphsweep.vocab import RunDir
 from tests.support import ROOT
 

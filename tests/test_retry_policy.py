@@ -1,4 +1,4 @@
-"""The run rule's one automatic retry (graphsweep/run/submit.py execute_run), through real submitit jobs.
+"""The run rule's one automatic retry (graphsweep/run/runrule.py execute_run), through real submitit jobs.
 
 Each job (submitit's local executor, the run rule's own path: config.yaml -> submitit -> job_main -> run.json)
 prints a real H200 Megatron Bridge log (tests/fixtures/logs/megatron-h200) with a failure text appended, then exits 1,
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from graphsweep.parse.run import parse_run
-from graphsweep.run.submit import execute_run
+from graphsweep.run.runrule import execute_run
 from graphsweep.vocab import RunDir
 from graphsweep.vocab import CRASHED, EAGER, GRAPH
 from tests.fixtures.field import recipe as rc

@@ -213,7 +213,7 @@ def test_ctrl_c_a_second_controller_status_and_resume(tmp_path):
     status = subprocess.run([sys.executable, "-m", "graphsweep.cli", "status", "--json", "--results",
                              str(workdir / "results"), "slow"], capture_output=True, text=True, check=True)  # fmt: skip
     states = {r["run_id"]: r for r in map(json.loads, status.stdout.splitlines())}
-    assert paths.job_side(eager).exists() and states[eager]["state"] == "failed", states
+    assert paths.jobs(eager).side.exists() and states[eager]["state"] == "failed", states
     assert "not running" in states[eager]["detail"]
     # the printed command resumes the sweep to its end
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=600)

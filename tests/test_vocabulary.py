@@ -17,9 +17,11 @@ NAMES = {
     "verdict": set(vocab.VERDICTS),
     "outcome": set(vocab.OUTCOMES),
     "arm": set(vocab.ARMS) | {vocab.AA},
-    # the results layout: a run folder's files (vocab.RunDir) and the sweep's tables and reports (vocab.SweepPaths)
+    # the results layout: a run folder's files (vocab.RunDir), the sweep's tables, reports and job plumbing
+    # (vocab.SweepPaths), a run's job files (vocab.JobsDir)
     "results file": set(vocab.RunDir.FILES) | set(vocab.SweepPaths.TABLES)
-    | {vocab.SweepPaths.REPORT_MD, vocab.SweepPaths.REPORT_HTML},
+    | {vocab.SweepPaths.REPORT_MD, vocab.SweepPaths.REPORT_HTML, vocab.SweepPaths.JOBS, vocab.JobsDir.SIDE,
+       vocab.JobsDir.FAILURE},
 }
 CONSTRAINT_IDS = {c.id for c in CONSTRAINTS}
 SIGNATURE_IDS = {s.id for s in SIGNATURES} - CONSTRAINT_IDS

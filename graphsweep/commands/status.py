@@ -27,10 +27,10 @@ from graphsweep.judge import prose
 from graphsweep.judge.interval import centre_ms
 from graphsweep.parse.progress import latest_iteration
 from graphsweep.plan.planner import plan_frame, plan_sweep
-from graphsweep.run.controller import process_alive
+from graphsweep.run.process import process_alive
 from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, sacct
 from graphsweep.run.submit import read_failure
-from graphsweep.store.readback import read_job_side, read_run_info, read_summary
+from graphsweep.store.runfiles import read_job_side, read_run_info, read_summary
 from graphsweep.store.tables import read_table
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import BLOCKED, EAGER, GRAPH, SweepPaths, UnusableFile
@@ -97,7 +97,7 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
     verdicts = _verdicts(paths)
     sides: dict[str, dict[str, Any]] = {}
     for run_id in plan.run_id:
-        side = read_job_side(paths.jobs_dir(run_id))
+        side = read_job_side(paths.jobs(run_id))
         if side and not paths.run_json(run_id).exists():
             sides[run_id] = side
     slurm_ids = [str(s["job_id"]) for s in sides.values() if s.get("cluster") == "slurm"]
@@ -158,7 +158,7 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
             else:
                 statuses.append(RunStatus(run_id, cell_id, arm_label, "queued", state, job_id))
         else:
-            failure = read_failure(paths.jobs_dir(run_id))
+            failure = read_failure(paths.jobs(run_id))
             if failure:
                 detail = f"{failure.get('message', failure.get('state'))} (attempt {failure.get('attempt')})"
                 statuses.append(RunStatus(run_id, cell_id, arm_label, "failed", detail, str(failure.get("job_id", ""))))

@@ -16,8 +16,9 @@ from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split
 from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run, provenance_lines
 from graphsweep.store.tables import write_table
-from graphsweep.store.readback import read_run_config, read_run_info
-from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, GateDecision, RunDir, UnusableFile, pair_run_id, write_json
+from graphsweep.fileio import write_json
+from graphsweep.store.runfiles import read_run_config, read_run_info
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, GateDecision, RunDir, UnusableFile, pair_run_id
 
 
 def parse_run_dir(run: RunDir) -> RunSummary | dict:

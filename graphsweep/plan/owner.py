@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.sweepspec.sweep import Spec
-from graphsweep.vocab import SweepPaths, read_json, write_json
+from graphsweep.fileio import write_json
+from graphsweep.vocab import SweepPaths, read_json
 
 # Spec keys whose change keeps a sweep the same sweep: they add runs or change where runs go, not what one measures.
 GROWTH_KEYS = ("repeats", "description", "executor", "budget_gpu_hours", "max_runs")

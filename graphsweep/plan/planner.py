@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import yaml
 
+from graphsweep.fileio import write_text
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
 from graphsweep.vocab import EAGER, GRAPH, GraphOverrides, LaunchPlan, RunDir, RunSpec, SpecError, SweepPaths, Violation
@@ -153,10 +154,7 @@ def write_plan(spec: Spec, planned: Sequence[PlannedRun], out: str | Path) -> pd
 def write_run_config(config: PlannedRun | Mapping[str, Any], run: RunDir) -> None:
     """runs/{run_id}/config.yaml, whole or not at all (a temp file renamed over it)."""
     record = config.config() if isinstance(config, PlannedRun) else dict(config)
-    run.root.mkdir(parents=True, exist_ok=True)
-    tmp = run.config.with_name(f".{run.config.name}.tmp")
-    tmp.write_text(yaml.safe_dump(record, sort_keys=False))
-    tmp.replace(run.config)
+    write_text(run.config, yaml.safe_dump(record, sort_keys=False))
 
 
 def wall_seconds(p: PlannedRun) -> float:

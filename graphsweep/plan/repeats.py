@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import yaml
 
+from graphsweep.fileio import write_text
 from graphsweep.judge import interval as iv
 from graphsweep.plan.planner import plan_sweep, submitted
 from graphsweep.sweepspec.sweep import Spec
@@ -108,14 +109,11 @@ def write_extra(path: Path, sweep: str, targets: Mapping[str, int], notes: Mappi
          "cells": {c: {"repeats": int(n), "why": notes.get(c, "")} for c, n in targets.items()}}
     ]  # fmt: skip
     doc = {"sweep": sweep, "repeats": dict(sorted(merged.items())), "history": history}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     header = (
         "# Written by `graphsweep more-repeats`: repeats wanted per cell (its graph arm and its shape's eager\n"
         "# baseline, or its pair jobs). The workflow reads it; delete it to return to the spec's repeats.\n"
     )
-    tmp.write_text(header + yaml.safe_dump(doc, sort_keys=False))
-    tmp.replace(path)
+    write_text(path, header + yaml.safe_dump(doc, sort_keys=False))
     return merged
 
 

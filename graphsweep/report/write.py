@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from graphsweep.fileio import write_text
 from graphsweep.report.data import cost_accounting, load_tables, summarize
 from graphsweep.report.html import render_html
 from graphsweep.report.markdown import render_markdown
@@ -17,7 +18,4 @@ def write_reports(plan: Path, runs: Path, iterations: Path, comparison: Path, md
     s = summarize(t)
     md_out, html_out = Path(md_out), Path(html_out)
     for out, text in ((md_out, render_markdown(t, cost, s)), (html_out, render_html(t, cost, s, html_out.parent))):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        write_text(out, text)

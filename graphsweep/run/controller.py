@@ -11,67 +11,26 @@
 - `how_to_resume(paths)` (`onerror:`, Ctrl-C included): the exact command that carries on, after the damaged file
   a job failed on and what to do with it, when that is why it stopped.
 
-A process is named by host, pid and its start time (Linux /proc), so a pid reused after a reboot is not mistaken
-for the controller. `process_alive` also tells `graphsweep status` whether a local job's process still runs.
+A process is named by host, pid and its start time (run/process.py), so a pid reused after a reboot is not mistaken
+for the controller.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shlex
 import socket
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 
+from graphsweep.fileio import write_json
 from graphsweep.judge.verdict import cell_counts
+from graphsweep.run.process import process_alive, this_process
 from graphsweep.store.readback import check_sweep
 from graphsweep.store.tables import read_table
 from graphsweep.vocab import SweepPaths, UnusableFile, read_json
-
-
-def _stat(pid: int) -> list[str]:
-    """/proc/PID/stat after the command name (field 3 on), or [] where there is none."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
-    except OSError:
-        return []
-
-
-def process_start(pid: int) -> str | None:
-    """The start time of a process in clock ticks since boot (/proc/PID/stat field 22), None where unknown."""
-    fields = _stat(pid)
-    return fields[19] if len(fields) > 19 else None
-
-
-def process_alive(pid: Any, host: str | None = None, start: str | None = None) -> bool | None:
-    """Whether the process still runs: True, False, or None when it cannot be told from here (another host)."""
-    if host and host != socket.gethostname():
-        return None
-    try:
-        pid = int(pid)
-    except (TypeError, ValueError):
-        return None
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, owned by someone else
-    fields = _stat(pid)
-    if fields and fields[0] in ("Z", "X"):
-        return False  # killed, and not yet reaped by its parent: it runs no more
-    return start is None or process_start(pid) in (None, start)
-
-
-def this_process() -> dict[str, Any]:
-    pid = os.getpid()
-    return {"pid": pid, "host": socket.gethostname(), "start": process_start(pid)}
 
 
 def _fix(paths: SweepPaths) -> str:
@@ -107,10 +66,7 @@ def holder(paths: SweepPaths) -> str | None:
 def hold(paths: SweepPaths, argv: Sequence[str] | None = None) -> None:
     record = {**this_process(), "since_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "cwd": os.getcwd(), "argv": list(sys.argv if argv is None else argv)}  # fmt: skip
-    paths.controller.parent.mkdir(parents=True, exist_ok=True)
-    tmp = paths.controller.with_name(f"{paths.controller.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(paths.controller)
+    write_json(paths.controller, record)
 
 
 def release(paths: SweepPaths) -> None:

@@ -18,9 +18,10 @@ from typing import Any, Sequence
 
 from graphsweep import logformat as lf
 from graphsweep.entry.gpu_busy import launch_bound
+from graphsweep.fileio import write_json, write_text
 from graphsweep.judge.interval import centre_ms
-from graphsweep.store.readback import read_summary
-from graphsweep.vocab import USABLE_OUTCOMES, GateDecision, LaunchPlan, RunDir, write_json
+from graphsweep.store.runfiles import read_summary
+from graphsweep.vocab import USABLE_OUTCOMES, GateDecision, LaunchPlan, RunDir
 
 
 def decide(eager_summaries: Sequence[Path], margin: float) -> GateDecision:
@@ -40,7 +41,7 @@ def record_skipped(run: RunDir, run_id: str, plan: LaunchPlan, decision: GateDec
     """A graph arm the gate skipped: its run.json says that no job ran (no GPU-second spent) and holds the decision
     (`gate`); its log only points there."""
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    run.log.write_text(lf.GATE_SKIPPED + "\n")
+    write_text(run.log, lf.GATE_SKIPPED + "\n")
     record = {"run_id": run_id, "executor": "launch-gate", "job_id": None, "attempt": 1, "state": None,
               "exit_code": None, "command": plan.shell(), "host": socket.gethostname(), "start_utc": now,
               "end_utc": now, "wall_s": 0.0, "gpu_seconds": 0.0, "provenance": {}, "gate": decision.to_dict()}

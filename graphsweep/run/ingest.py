@@ -28,7 +28,8 @@ from graphsweep import provenance
 from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name, source_of
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.archive import sha256_file
-from graphsweep.vocab import AA, CONTROL, EAGER, RunDir, write_json
+from graphsweep.fileio import write_json
+from graphsweep.vocab import AA, CONTROL, EAGER, RunDir
 
 
 class IngestError(ValueError):

@@ -1,13 +1,13 @@
-"""Slurm job states for every waiting run rule from ONE shared, rate-limited `sacct` call.
+"""Slurm job states for every waiting run from ONE shared, rate-limited `sacct` call.
 
-A sweep on a cluster has one waiting Python process per run in flight (the run rule blocks until its job ends).
-If each asked the scheduler on its own (submitit's per-process watcher: `job.done()`, `job.state`), 200 runs in
-flight would mean hundreds of `sacct` calls a minute. Instead every waiter registers its job id in a small JSON
-cache guarded by a file lock; whichever waiter finds the cache older than `min_interval_s` refreshes it for all
-registered jobs with a single `sacct -j id1,id2,...` while holding the lock, so the whole user account makes at
-most 60 / min_interval_s calls a minute, however many waiters there are. A waiter detects completion from its
-result pickle first and looks at the cache only to notice jobs that ended without a result (cancelled, timeout,
-node failure) or hang (PREEMPTED, UNKNOWN).
+A controller on the graphsweep executor waits for all its runs in one loop (run/watch.py Fleet, run/executor.py);
+the run rule's script waits for its one run in its own process (run/watch.py SlurmWaiter). Either way no waiter
+asks the scheduler on its own (submitit's per-process watcher: `job.done()`, `job.state`): every waiter registers
+its job ids in a small JSON cache guarded by a file lock; whichever finds the cache older than `min_interval_s`
+refreshes it for all registered jobs with a single `sacct -j id1,id2,...` while holding the lock, so the whole user
+account makes at most 60 / min_interval_s calls a minute, however many waiters and sweeps there are. A waiter
+detects completion from the result pickle first and looks at the cache only to notice jobs that ended without a
+result (cancelled, timeout, node failure) or hang (PREEMPTED, UNKNOWN).
 
 The cache also carries what the controller prints while it waits: one progress line per interval for all of a
 controller's in-flight jobs (queue state, or the latest `iteration i/N` read from the training log's tail), and
@@ -20,13 +20,13 @@ import contextlib
 import fcntl
 import json
 import os
-import random
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
+from graphsweep.fileio import write_json
 from graphsweep.parse.progress import latest_iteration
 
 # sacct states in which a job may still finish: keep waiting.
@@ -97,30 +97,6 @@ def sacct(job_ids: Iterable[str], timeout_s: float = 60.0) -> dict[str, JobRecor
     return parse_sacct(out)
 
 
-@dataclass
-class StuckGuard:
-    """Wall-clock limit for a job that sits in PREEMPTED or UNKNOWN.
-
-    submitit's own wait loop treats both as "not done" and would wait forever when Slurm never requeues the job or
-    sacct lost it; observe() returns a reason once the job has been stuck for longer than limit_s in a row.
-    """
-
-    limit_s: float
-    stuck_state: str | None = None
-    stuck_since: float | None = None
-
-    def observe(self, state: str, now: float) -> str | None:
-        if state not in STUCK_STATES:
-            self.stuck_state, self.stuck_since = None, None
-            return None
-        if state != self.stuck_state or self.stuck_since is None:
-            self.stuck_state, self.stuck_since = state, now
-        stuck_for = now - self.stuck_since
-        if stuck_for > self.limit_s:
-            return f"stuck in {state} for {stuck_for:.0f} s (limit {self.limit_s:.0f} s)"
-        return None
-
-
 @dataclass(frozen=True)
 class Lookup:
     """What the shared cache knows about one job after a lookup."""
@@ -168,9 +144,7 @@ class SlurmStateCache:
                 before = json.dumps(data, sort_keys=True)
                 yield data
                 if json.dumps(data, sort_keys=True) != before:
-                    tmp = self.path.with_name(f"sacct.json.{os.getpid()}.tmp")
-                    tmp.write_text(json.dumps(data))
-                    tmp.replace(self.path)
+                    write_json(self.path, data, indent=None)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -219,6 +193,27 @@ class SlurmStateCache:
                 ok=bool(data["ok"]),
                 error=str(data["error"]),
             )
+
+    def lookup_many(self, jobs: Mapping[str, tuple[str, str]], controller: int) -> dict[str, Lookup]:
+        """lookup() for many jobs at once (one lock, at most one sacct call): `jobs` maps each job id to its label and
+        training log; each is registered as waited for by `controller` (one process waiting for all of them)."""
+        now = time.time()
+        with self._locked() as data:
+            for job_id, (label, log) in jobs.items():
+                old = data["waiting"].get(str(job_id), {})
+                data["waiting"][str(job_id)] = asdict(Waiting(label=label, log=str(log or ""), controller=controller,
+                                                              seen=now, registered=old.get("registered", now)))
+            if now - float(data["queried_at"]) >= self.min_interval_s:
+                self._refresh(data, now)
+            records = {j: data["jobs"].get(str(j)) for j in jobs}
+            return {j: Lookup(record=JobRecord(**rec) if rec else None, queried_at=float(data["queried_at"]),
+                              ok=bool(data["ok"]), error=str(data["error"])) for j, rec in records.items()}
+
+    def forget_many(self, job_ids: Iterable[str]) -> None:
+        with self._locked() as data:
+            for job_id in job_ids:
+                data["waiting"].pop(str(job_id), None)
+                data["jobs"].pop(str(job_id), None)
 
     def _refresh(self, data: dict[str, Any], now: float) -> None:
         waiting = data["waiting"]
@@ -307,14 +302,15 @@ def interrupt_message(jobs: list[tuple[str, Waiting, JobRecord | None]]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# Waiting for one job (the run rule's process; kept free of heavy imports: 200 of these may run at once)
+# What waiting needs (graphsweep/run/watch.py waits: one process per run, or one loop for all)
 
 
 class InfraFailure(RuntimeError):
-    """The job did not produce a result for infrastructure reasons; the run must be retried, not recorded."""
+    """The job did not produce a result for infrastructure reasons; the run must be retried, not recorded.
+    `cancel`: the job may still hold its allocation (stuck): cancel it before the retry."""
 
-    def __init__(self, state: str, message: str):
-        self.state = state
+    def __init__(self, state: str, message: str, cancel: bool = False):
+        self.state, self.cancel = state, cancel
         super().__init__(f"{state}: {message}")
 
 
@@ -336,108 +332,3 @@ def result_pickle(side: Mapping[str, Any]) -> Path:
     """submitit's result file of task 0 of the job in a side file (folder with %j, job_id)."""
     job_id = str(side["job_id"])
     return Path(str(side["folder"]).replace("%j", job_id)) / f"{job_id}_0_result.pkl"
-
-
-class SlurmWaiter:
-    """Waits for one Slurm job: result pickle first, states from the shared sacct cache, no per-process sacct.
-
-    The controller is the parent process (Snakemake runs the rule's script as its direct child); when it dies the
-    waiter leaves the job alone for a later reattach instead of living on as an orphan.
-    """
-
-    def __init__(
-        self,
-        label: str,
-        side: Mapping[str, Any],
-        cache: SlurmStateCache,
-        say: Callable[[str], None] = print,
-        limits: WaitLimits = WaitLimits(),
-    ):
-        self.label, self.side, self.cache, self.say, self.limits = label, side, cache, say, limits
-        self.job_id = str(side["job_id"])
-        self.pickle = result_pickle(side)
-        self.parent = os.getppid()
-        self.cache.register(self.job_id, label, side.get("log"), controller=self.parent)
-
-    def controller_alive(self) -> bool:
-        return os.getppid() == self.parent
-
-    def state_now(self, deadline_s: float = 120.0) -> tuple[str | None, bool]:
-        """(state, sacct_ok) from a cache refresh made after this call started (reattach decisions)."""
-        t0, end = time.time(), time.monotonic() + deadline_s
-        while True:
-            view = self.cache.lookup(self.job_id)
-            if view.queried_at >= t0 or time.monotonic() > end:
-                return (view.record.state if view.record else None), view.ok
-            time.sleep(min(1.0, self.cache.min_interval_s / 4))
-
-    def wait(self) -> str:
-        """Block until the result pickle exists; return the last known state. Raise InfraFailure when it never will."""
-        lim = self.limits
-        guard = StuckGuard(lim.stuck_limit_s)
-        started = time.time()
-        absent_since: float | None = None
-        ended: tuple[str, float] | None = None
-        state = "SUBMITTED"
-        next_check = 0.0
-        while True:
-            # The controller first: an orphaned waiter must not finish the rule (write run.json, drop the side file)
-            # behind the back of the next controller, which reattaches to the same job.
-            if not self.controller_alive():
-                self.say(
-                    f"{self.label}: the Snakemake controller is gone; leaving Slurm job {self.job_id} ({state}) "
-                    f"running. Run the same snakemake command again to reattach, or cancel it: scancel {self.job_id}"
-                )
-                raise ControllerGone(1)
-            if self.pickle.exists():
-                return state
-            now = time.monotonic()
-            if now >= next_check:
-                next_check = now + lim.status_interval_s * random.uniform(0.5, 1.0)
-                view = self.cache.lookup(self.job_id)
-                if view.record is None:
-                    if view.ok and view.queried_at > started:
-                        absent_since = absent_since or now
-                        if now - absent_since > lim.lost_after_s:
-                            raise InfraFailure(
-                                "LOST", f"sacct has had no record of job {self.job_id} for {now - absent_since:.0f} s"
-                            )
-                else:
-                    absent_since = None
-                    state = view.record.state
-                    stuck = guard.observe(state, now)
-                    if stuck:
-                        self.cancel()
-                        raise InfraFailure(state, f"job {self.job_id} {stuck}; cancelled it so a retry can run")
-                    if state not in ALIVE_STATES and state not in STUCK_STATES:
-                        # Ended. A result may still be on its way over a shared filesystem.
-                        if ended is None or ended[0] != state:
-                            ended = (state, now)
-                        elif now - ended[1] > lim.result_grace_s:
-                            rec = view.record
-                            reason = f" ({rec.reason})" if rec.reason not in ("", "None") else ""
-                            raise InfraFailure(
-                                state,
-                                f"job {self.job_id} ended {state}{reason} after {rec.elapsed} without a result "
-                                f"(time limit {rec.timelimit})",
-                            )
-                self.progress()
-            time.sleep(lim.poll_s)
-
-    def progress(self) -> None:
-        jobs = self.cache.progress_due(self.parent, self.limits.progress_interval_s)
-        if jobs:
-            self.say(progress_line(jobs))
-
-    def cancel(self) -> None:
-        subprocess.run(["scancel", self.job_id], capture_output=True, timeout=60, check=False)
-
-    def interrupted(self) -> None:
-        """Ctrl-C / SIGTERM: one waiter per controller prints what is left running and how to cancel or reattach."""
-        self.cache.lookup(self.job_id)  # a fresh state for the summary when the rate limit allows
-        jobs = self.cache.interrupted(self.parent)
-        if jobs is not None:
-            self.say(interrupt_message(jobs))
-
-    def forget(self) -> None:
-        self.cache.forget(self.job_id)

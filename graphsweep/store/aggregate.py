@@ -16,7 +16,8 @@ import pandas as pd
 
 from graphsweep import provenance
 from graphsweep.store.tables import SUMMARY_NOT_COLUMNS, read_table, write_table
-from graphsweep.store.readback import read_run_info, read_run_iterations, read_summary
+from graphsweep.store.readback import read_run_iterations
+from graphsweep.store.runfiles import read_run_info, read_summary
 from graphsweep.store.timeparts import time_columns
 from graphsweep.vocab import EAGER, PAIR, RunDir, UnusableFile
 

@@ -14,7 +14,6 @@ import datetime as dt
 import hashlib
 import io
 import json
-import os
 import re
 import tarfile
 import zlib
@@ -25,6 +24,7 @@ from typing import Any
 import yaml
 
 from graphsweep import __version__, resources
+from graphsweep.fileio import TMP_SUFFIX, replacing
 from graphsweep.provenance import git_state
 from graphsweep.store.tables import SCHEMA_VERSION, table_info
 from graphsweep.vocab import RunDir, SweepPaths
@@ -35,8 +35,8 @@ MANIFEST_VERSION = 1
 SPEC = "spec.yaml"  # the spec as given, inside the archive
 TABLES = SweepPaths.TABLES
 REQUIRED = (*TABLES, SweepPaths.REPORT_MD, SPEC)
-SKIP_DIRS = {"archive", ".jobs"}  # earlier archives; submitit pickles (job plumbing, not results)
-SKIP_FILES = {"logs/archive.log"}  # the archive rule's own log is being written while it archives
+SKIP_DIRS = {SweepPaths.ARCHIVES, SweepPaths.JOBS}  # earlier archives; submitit pickles (job plumbing, not results)
+SKIP_FILES = {SweepPaths.rule_log_name("archive")}  # the archive rule's own log is being written while it archives
 # The files verify reads into memory, and the most each may hold: a manifest lists ~200 bytes per file (195 in an
 # archive of results/examples/h200-builtin: 232 files, 5 per run), so 128 MiB is ~670,000 files, over 30 for each run
 # of a sweep of max_runs (20,000) runs; a spec is a few KB. A bigger member is refused unread.
@@ -71,7 +71,8 @@ def spec_hash(text: str) -> str:
 def is_log(rel: PurePosixPath) -> bool:
     """Logs: rule logs (logs/), run logs (runs/*/log.txt, runs/*/ranks/*); the 'logs' switch leaves these out."""
     parts = rel.parts
-    return parts[0] == "logs" or (parts[0] == "runs" and (rel.name == RunDir.LOG or RunDir.RANKS in parts[2:3]))
+    return parts[0] == SweepPaths.LOGS or (parts[0] == SweepPaths.RUN_DIRS
+                                           and (rel.name == RunDir.LOG or RunDir.RANKS in parts[2:3]))
 
 
 def sweep_files(sweep_dir: Path, include_logs: bool = True) -> list[tuple[PurePosixPath, Path]]:
@@ -81,7 +82,7 @@ def sweep_files(sweep_dir: Path, include_logs: bool = True) -> list[tuple[PurePo
         if not path.is_file() or path.is_symlink():
             continue
         rel = PurePosixPath(path.relative_to(sweep_dir).as_posix())
-        if rel.parts[0] in SKIP_DIRS or str(rel) in SKIP_FILES or rel.name.endswith(".tmp") or rel.name == MANIFEST:
+        if rel.parts[0] in SKIP_DIRS or str(rel) in SKIP_FILES or rel.name.endswith(TMP_SUFFIX) or rel.name == MANIFEST:
             continue
         if not include_logs and is_log(rel):
             continue
@@ -147,26 +148,21 @@ def make_archive(sweep_dir: str | Path, spec_path: str | Path, include_logs: boo
     now = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     top = f"{sweep}-{stamp}"
-    dest = sweep_dir / "archive" / f"{top}.tar.gz"
+    dest = SweepPaths.of(sweep_dir).archive(top)
     if dest.exists():
         raise ArchiveError(f"{dest} exists; archives are never overwritten (run again in a second for a new name)")
     spec_text = Path(spec_path).read_text()
     files = sweep_files(sweep_dir, include_logs)
     manifest = build_manifest(sweep, now.isoformat(timespec="seconds"), files, spec_text, str(spec_path),
                               include_logs, sweep_dir)  # fmt: skip
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
-        with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        with replacing(dest, overwrite=False) as tmp, tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
             _add_bytes(tar, f"{top}/{MANIFEST}", json.dumps(manifest, indent=1).encode() + b"\n", now.timestamp())
             _add_bytes(tar, f"{top}/{SPEC}", spec_text.encode(), now.timestamp())
             for rel, path in files:
                 tar.add(path, arcname=f"{top}/{rel}", recursive=False)
-        os.link(tmp, dest)  # fails if dest appeared meanwhile: never overwrite
     except FileExistsError:
         raise ArchiveError(f"{dest} exists; archives are never overwritten") from None
-    finally:
-        tmp.unlink(missing_ok=True)
     return dest
 
 

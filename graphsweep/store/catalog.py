@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -26,22 +25,17 @@ from typing import Iterable
 import pandas as pd
 import pyarrow.parquet as pq
 
+from graphsweep.fileio import copy_file, write_bytes
 from graphsweep.store.archive import TABLES, ArchiveError, verify_archive
 from graphsweep.store.tables import read_table
 from graphsweep.vocab import SweepPaths, UnusableFile
 
 LIVE = "live"
+NOT_SWEEPS = {SweepPaths.ARCHIVES, SweepPaths.JOBS, SweepPaths.RUN_DIRS}  # folders of a sweep that hold no sweep
 
 
 def _partition(out: Path, table: str, sweep: str, archive: str) -> Path:
     return out / table / f"sweep={sweep}" / f"archive={archive}" / f"{table}.parquet"
-
-
-def _write_atomic(data: bytes, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(dest)
 
 
 def check_results(sweep_dir: Path) -> None:
@@ -59,9 +53,7 @@ def add_results(out: Path, sweep_dir: Path) -> list[Path]:
         src = sweep_dir / name
         if src.is_file():
             dest = _partition(out, name.removesuffix(".parquet"), sweep_dir.name, LIVE)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest.with_name(dest.name + ".tmp"))
-            dest.with_name(dest.name + ".tmp").replace(dest)
+            copy_file(src, dest)
             written.append(dest)
     return written
 
@@ -86,7 +78,7 @@ def add_archive(out: Path, archive: Path) -> list[Path]:
             if m.isfile() and rel in TABLES:
                 f = tar.extractfile(m)
                 dest = _partition(out, rel.removesuffix(".parquet"), sweep, stamp)
-                _write_atomic(f.read() if f else b"", dest)
+                write_bytes(dest, f.read() if f else b"")
                 written.append(dest)
     pipe = man.get("pipeline") or {}
     row = {
@@ -98,7 +90,7 @@ def add_archive(out: Path, archive: Path) -> list[Path]:
     }  # fmt: skip
     buf = io.BytesIO()
     pd.DataFrame([row]).to_parquet(buf, index=False)
-    _write_atomic(buf.getvalue(), index)  # written last: its presence means the archive is fully in
+    write_bytes(index, buf.getvalue())  # written last: its presence means the archive is fully in
     return [*written, index]
 
 
@@ -106,7 +98,7 @@ def sweep_dirs(root: Path) -> list[Path]:
     """Every sweep folder under a results root, at any depth (results/default, results/examples/h200-builtin), by
     its comparison.parquet; archives and job plumbing are not looked into."""
     found = [p.parent for p in root.rglob(SweepPaths.COMPARISON)
-             if not ({"archive", ".jobs", "runs"} & set(p.relative_to(root).parts[:-1]))]
+             if not (NOT_SWEEPS & set(p.relative_to(root).parts[:-1]))]
     return sorted(found)
 
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from graphsweep import __version__, provenance
+from graphsweep.fileio import replacing
 from graphsweep.vocab import UnusableFile
 
 # History (docs/tables.md): 1 = first release; 2 = runs gains the prov_* columns and prov_key, comparison gains
@@ -161,8 +162,6 @@ def table_info(path: str | Path, fix: str = "") -> dict[str, Any]:
 
 def write_table(df: pd.DataFrame, path: str | Path, table: str, extra: dict[str, Any] | None = None) -> None:
     """Write df as Parquet with graphsweep metadata; atomically (a killed controller leaves no half file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     arrow = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(arrow.schema.metadata or {})
     meta[b"graphsweep.schema_version"] = str(SCHEMA_VERSION).encode()
@@ -171,9 +170,8 @@ def write_table(df: pd.DataFrame, path: str | Path, table: str, extra: dict[str,
     if extra:
         meta[b"graphsweep.extra"] = json.dumps(extra, default=str).encode()
     arrow = arrow.replace_schema_metadata(meta)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(arrow, tmp)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        pq.write_table(arrow, tmp)
 
 
 def read_table(path: str | Path, table: str | None = None, upgrade: bool = True, fix: str | None = None) -> pd.DataFrame:

@@ -22,7 +22,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from graphsweep.store.readback import read_run_info, read_run_iterations, read_summary
+from graphsweep.store.readback import read_run_iterations
+from graphsweep.store.runfiles import read_run_info, read_summary
 from graphsweep.vocab import RunDir
 
 STAMP_S = 1.0  # the lines' stamps (Bridge), start_utc and end_utc are truncated to whole seconds

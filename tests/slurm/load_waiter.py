@@ -3,7 +3,8 @@ INTERVAL_S`. Uses the run rule's own SlurmWaiter (result pickle first, shared sa
 
 import sys
 
-from graphsweep.run.slurmstate import InfraFailure, SlurmStateCache, SlurmWaiter, WaitLimits
+from graphsweep.run.slurmstate import InfraFailure, SlurmStateCache, WaitLimits
+from graphsweep.run.watch import SlurmWaiter
 
 job_id, folder, state_dir, interval_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 cache = SlurmStateCache(state_dir, min_interval_s=interval_s)

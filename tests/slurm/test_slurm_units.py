@@ -17,13 +17,13 @@ from graphsweep.vocab import LaunchPlan
 from graphsweep.parse.progress import latest_iteration
 from graphsweep.run.slurmstate import (
     SlurmStateCache,
-    StuckGuard,
     Waiting,
     interrupt_message,
     parse_sacct,
     progress_line,
 )
 from graphsweep.run.slurmstate import JobRecord
+from graphsweep.run.watch import StuckGuard
 from graphsweep.run.job import job_argv
 from graphsweep.run.submit import slurm_parameters
 
