@@ -134,7 +134,7 @@ class LaunchPlan:
 class GraphOverrides:
     """What a graph variant's command sets that its shape's eager command does not: the settings a user pastes into
     their own training command for this graph. The workload that builds the command records them at plan time
-    (plan.parquet `graph_overrides`, as to_json); the report's Recommendations paste them."""
+    (plan.parquet `graph_overrides`, a struct: to_record); the report's Recommendations paste them."""
 
     what: str  # what the tokens are, as the report names them ("Megatron Bridge overrides", "trainer flags")
     paste: tuple[str, ...]  # the command's words (argv, unquoted), in its order
@@ -149,16 +149,17 @@ class GraphOverrides:
     def shared_line(self) -> str:
         return shlex.join(self.shared)
 
-    def to_json(self) -> str:
-        return json.dumps({"what": self.what, "paste": list(self.paste), "shared": list(self.shared)})
+    def to_record(self) -> dict[str, Any]:
+        return {"what": self.what, "paste": list(self.paste), "shared": list(self.shared)}
 
     @classmethod
-    def from_json(cls, text: Any) -> "GraphOverrides | None":
-        """The record of a plan row; None where there is none (an eager run, a plan written before the column)."""
-        if not isinstance(text, str) or not text:
+    def from_record(cls, d: Any) -> "GraphOverrides | None":
+        """The record of a plan row (plan.parquet reads it as a mapping); None where there is none (an eager run, a
+        plan written before the column)."""
+        if not isinstance(d, Mapping):
             return None
-        d = json.loads(text)
-        return cls(str(d["what"]), tuple(map(str, d["paste"])), tuple(map(str, d.get("shared", ()))))
+        shared = d.get("shared")  # a list, or the array a Parquet reader gives for one
+        return cls(str(d["what"]), tuple(map(str, d["paste"])), tuple(map(str, () if shared is None else shared)))
 
 
 @dataclass(frozen=True)

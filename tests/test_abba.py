@@ -226,7 +226,7 @@ def test_each_pair_job_gives_an_eager_and_a_graph_run_with_the_jobs_cost_split(t
         job = json.loads((out / "runs" / pair_id / "run.json").read_text())
         assert g.gpu_seconds.sum() == pytest.approx(job["gpu_seconds"], abs=0.01)  # counted once, split
         assert (g.steady_n == 2 * (ITERS - WARMUP - 1)).all()  # two segments' windows
-        assert sorted(json.loads(g[g.arm == "graph"].segments.iloc[0])) == ["B1", "B2"]
+        assert sorted(g[g.arm == "graph"].segments.iloc[0]) == ["B1", "B2"]  # a list (store/schema.py)
     it = pd.read_parquet(out / "iterations.parquet")
     one = it[it.run_id == runs.run_id.iloc[0]]
     assert one.iteration.is_monotonic_increasing and one.iteration.max() == 2 * ITERS

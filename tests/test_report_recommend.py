@@ -39,7 +39,7 @@ def _builtin_commands(paths: dict[str, Path]) -> None:
     plan["workload"] = "builtin"
     plan["command"] = [f"{ENTRY} --hidden {r.hidden} --micro-batch {r.micro_batch} --seed {r['repeat']} {FLAGS[r.variant]}"
                        for _, r in plan.iterrows()]  # fmt: skip
-    plan["graph_overrides"] = [GraphOverrides("trainer flags", tuple(FLAGS[r.variant].split())).to_json()
+    plan["graph_overrides"] = [GraphOverrides("trainer flags", tuple(FLAGS[r.variant].split())).to_record()
                                if r.arm == "graph" else None for _, r in plan.iterrows()]
     write_table(plan, paths["plan"], "plan", extra={"spec": {"sweep": "h200-tiny-llama", "margin": 0.02}})
 

@@ -57,7 +57,7 @@ def test_the_parts_add_up_to_the_job_wall_time_and_agree_with_the_last_stamp(swe
         # the teardown is the remainder after the first stamp's start-up; the last iteration's stamp against the
         # job's end_utc measures it on its own: the two agree within both stamps' truncation (1 s each)
         rows = iterations[iterations.run_id == r.run_id].sort_values("iteration")
-        end = dt.datetime.fromisoformat(r.end_utc).replace(tzinfo=None)  # the H200 host kept UTC: zone 0
+        end = r.end_utc.to_pydatetime().replace(tzinfo=None)  # a UTC timestamp; the H200 host kept UTC: zone 0
         from_last = (end - stamp_of(rows.iloc[-1], EXAMPLES / sweep / "runs" / r.run_id)).total_seconds()
         assert abs(r.time_teardown_s - from_last) <= 2 * tp.STAMP_S, (r.run_id, r.time_teardown_s, from_last)
         assert r.gpu_seconds == pytest.approx(r.gpus * r.wall_s, abs=0.01)
@@ -146,7 +146,7 @@ def test_a_process_in_another_time_zone_gets_the_same_split() -> None:
     run_dir = EXAMPLES / "megatron-1b-dense" / "runs" / r.run_id
     first, last = stamp_of(rows.iloc[0], run_dir), stamp_of(rows.iloc[-1], run_dir)
     loop_start = first - dt.timedelta(seconds=rows.elapsed_ms.iloc[0] / 1e3)
-    start, end = (dt.datetime.fromisoformat(x).replace(tzinfo=None) for x in (r.start_utc, r.end_utc))
+    start, end = (x.to_pydatetime().replace(tzinfo=None) for x in (r.start_utc, r.end_utc))  # UTC timestamps
     base = tp.split_outside(r.time_outside_s, start, end, loop_start, last)
     assert base[0] == pytest.approx(r.time_startup_s, abs=1e-3) and base[3] == tp.SPLIT_STAMPS
     for shift in (dt.timedelta(hours=-8), dt.timedelta(hours=5, minutes=45)):

@@ -16,6 +16,7 @@ from rich.text import Text
 from graphsweep.commands import console, fail, output_file_problem, plain
 from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run
+from graphsweep.store.tables import write_table
 from graphsweep.textsafe import for_terminal
 from graphsweep.vocab import BLOCKED, COMPLETED, CRASHED, EAGER, GRAPH, INVALID, OOM, TIMEOUT, UNCAPTURED, UNPARSEABLE
 
@@ -84,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
     s = parsed.summary
     if args.iterations:
         try:
-            parsed.iterations.to_parquet(args.iterations, index=False)
+            if not Path(args.iterations).parent.is_dir():  # an output file, not a folder to make
+                raise FileNotFoundError(f"no folder {Path(args.iterations).parent}")
+            write_table(parsed.iterations, args.iterations, "iterations")
         except OSError as exc:
             return fail(NAME, f"--iterations {args.iterations}: cannot write it: {exc}")
     if args.json:

@@ -128,7 +128,7 @@ def plan_frame(planned: Sequence[PlannedRun]) -> pd.DataFrame:
             rule_message=" | ".join(v.message for v in p.violations) or None,
             rule_source=" | ".join(v.source for v in p.violations) or None,
             command=p.launch.shell(),
-            graph_overrides=p.graph_switch.to_json() if p.graph_switch else None,
+            graph_overrides=p.graph_switch.to_record() if p.graph_switch else None,
             seed=p.launch.seed,
             est_gpu_seconds=p.est_gpu_seconds,  # kept for blocked runs too: the report shows the GPU time saved
         )

@@ -64,7 +64,7 @@ def graph_overrides(t: SweepTables, cell: pd.Series | dict[str, Any]) -> Overrid
     plan = t.plan
     if not {"cell_id", "graph_overrides"} <= set(plan.columns):
         return None
-    for text in plan.loc[plan.cell_id == cell.get("cell_id"), "graph_overrides"]:
-        if found := GraphOverrides.from_json(text):
+    for record in plan.loc[plan.cell_id == cell.get("cell_id"), "graph_overrides"]:
+        if found := GraphOverrides.from_record(record):
             return found
     return None

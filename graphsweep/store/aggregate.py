@@ -32,7 +32,7 @@ def run_row(plan_row: dict[str, Any], run: RunDir) -> dict[str, Any]:
         row[key] = info.get(key)
     # the command the job ran (run.json), which differs from today's plan when the job ran under an older graphsweep
     row["command"] = info.get("command") or plan_row.get("command")
-    row["previous_attempts"] = json.dumps(info.get("previous_attempts", [])) if info.get("previous_attempts") else None
+    row["previous_attempts"] = info.get("previous_attempts") or None  # kept as JSON text (store/schema.py)
     if "provenance_lines" not in summary:
         raise UnusableFile(run.summary, "lacks provenance_lines (parsed by a graphsweep that left the log's "
                            "provenance lines and iteration time stamps out of it)", "delete it and the sweep's other "
@@ -42,14 +42,9 @@ def run_row(plan_row: dict[str, Any], run: RunDir) -> dict[str, Any]:
     prov = provenance.merge(info.get("provenance"), summary["provenance_lines"])
     row["provenance"] = json.dumps(prov, sort_keys=True) if prov else None
     row.update(provenance.flatten(prov))
-    row.update(_columns(summary))
+    row.update(summary)  # lists (files, notes) stay lists: store/schema.py gives each column its type
     row["log_path"] = str(run.log)
     return row
-
-
-def _columns(summary: dict[str, Any]) -> dict[str, Any]:
-    """summary.json's facts as runs.parquet values (a list or a record as JSON)."""
-    return {key: json.dumps(value) if isinstance(value, (dict, list)) else value for key, value in summary.items()}
 
 
 def pair_rows(plan_row: dict[str, Any], run: RunDir) -> list[dict[str, Any]]:
@@ -59,7 +54,7 @@ def pair_rows(plan_row: dict[str, Any], run: RunDir) -> list[dict[str, Any]]:
     rows = []
     for arm, facts in summary["arms"].items():
         row = {k: v for k, v in job.items() if k not in summary}  # the job's facts, not the job-level summary keys
-        row.update(_columns(facts))
+        row.update(facts)
         # arm: the plan's name (eager | graph | control), not the parser's (which reads a control arm as eager)
         row.update(run_id=facts["run_id"], arm=arm, pair_id=plan_row["run_id"],
                    est_gpu_seconds=(plan_row.get("est_gpu_seconds") or 0.0) / 2)  # the job's estimate, one half per arm

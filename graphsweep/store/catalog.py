@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from graphsweep.fileio import copy_file, write_bytes
+from graphsweep.store import schema
 from graphsweep.store.archive import TABLES, ArchiveError, verify_archive
 from graphsweep.store.tables import read_table
 from graphsweep.vocab import SweepPaths, UnusableFile
@@ -89,7 +90,7 @@ def add_archive(out: Path, archive: Path) -> list[Path]:
         "margin": (man.get("analysis") or {}).get("margin"), "files": len(man.get("files", [])),
     }  # fmt: skip
     buf = io.BytesIO()
-    pd.DataFrame([row]).to_parquet(buf, index=False)
+    pq.write_table(schema.to_arrow(pd.DataFrame([row]), "archives"), buf)
     write_bytes(index, buf.getvalue())  # written last: its presence means the archive is fully in
     return [*written, index]
 

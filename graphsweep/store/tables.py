@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from graphsweep import __version__, provenance
 from graphsweep.fileio import replacing
+from graphsweep.store import schema
 from graphsweep.vocab import UnusableFile
 
 # History (docs/tables.md): 1 = first release; 2 = runs gains the prov_* columns and prov_key, comparison gains
@@ -25,44 +26,19 @@ from graphsweep.vocab import UnusableFile
 # loss_departed, loss_checked, loss_runs, loss_spread), gates decided verdicts on the sweep's BH q (family_gated),
 # has the verdict `unverified` and the eager arm's launch-boundness (eager_gpu_busy_ms, gpu_busy_share,
 # graph_ceiling); runs gains gpu_busy_ms, gpu_busy_share, graph_ceiling, gpu_busy_note and where its wall time
-# went (RUN_TIME_COLUMNS). Files without graphsweep metadata count as version 0.
-SCHEMA_VERSION = 4
+# went (RUN_TIME_COLUMNS); 5 = every column has its declared type (store/schema.py): start_utc and end_utc are
+# timestamps, graph_overrides a struct, files, notes, segments and not_comparable_fields lists, no column is
+# Parquet's `null` type. Files without graphsweep metadata count as version 0.
+SCHEMA_VERSION = 5
 
-# Columns every row of a table has (axis columns and extra fields come after these).
-PLAN_COLUMNS = [
-    "sweep", "run_id", "shape_id", "cell_id", "arm", "variant", "impl", "scope", "repeat", "warmup", "iterations",
-    "gpus", "workload", "status", "rule_id", "rule_message", "rule_source", "command", "seed", "est_gpu_seconds",
-    "graph_overrides",  # vocab.GraphOverrides as JSON; plans written before it lack it (docs/tables.md)
-]  # fmt: skip
-ITERATION_COLUMNS = [
-    "run_id", "iteration", "elapsed_ms", "tflops", "loss", "grad_norm", "mem_allocated_gb", "mem_max_allocated_gb",
-    "mem_max_reserved_gb", "mem_reserved_gb", "source_file",
-    "line",  # line number of the iteration line in source_file (1-based)
-]  # fmt: skip
-# runs.parquet: where each run's wall time went, in seconds and GPU-seconds (graphsweep/store/timeparts.py)
-RUN_TIME_COLUMNS = [
-    "time_startup_s", "time_warmup_s", "time_steady_s", "time_after_s", "time_untimed_s", "time_teardown_s",
-    "time_outside_s", "gpu_startup_s", "gpu_warmup_s", "gpu_steady_s", "gpu_after_s", "gpu_untimed_s",
-    "gpu_teardown_s", "gpu_outside_s", "time_split",
-]  # fmt: skip
+# Columns every row of a table has (axis columns and extra fields come after these); their types: store/schema.py.
+PLAN_COLUMNS = list(schema.PLAN)
+ITERATION_COLUMNS = [c for c in schema.ITERATIONS if c not in schema.PAIR_ITERATION]  # a pair job's arms add those
+RUN_TIME_COLUMNS = list(schema.RUN_TIME)  # runs.parquet: where each run's wall time went (store/timeparts.py)
+COMPARISON_COLUMNS = list(schema.COMPARISON)
 # summary.json fields (graphsweep/parse/records.py RunSummary) that aggregate turns into other runs.parquet columns
 # (prov_* with run.json's provenance, RUN_TIME_COLUMNS), never columns of their own
 SUMMARY_NOT_COLUMNS = ("provenance_lines", "first_iteration_stamp", "last_iteration_stamp")
-COMPARISON_COLUMNS = [
-    "sweep", "cell_id", "shape_id", "variant", "impl", "scope", "verdict", "reason", "eager_step_ms", "graph_step_ms",
-    "speedup", "ci_low", "ci_high", "alpha", "margin", "p_beyond", "p_within", "q_value", "df", "design",
-    "eager_spread", "graph_spread", "thin", "resolution_limited", "repeats_needed", "n_eager", "n_graph",
-    "eager_resolution_ms", "graph_resolution_ms", "mem_metric", "eager_mem_gb", "graph_mem_gb", "mem_delta_gb",
-    "paired_outcome", "failure_run_id", "failure_detail", "failure_class", "excluded_run_ids", "loss_parity", "loss_iteration",
-    "loss_graph", "loss_eager", "loss_rel_diff", "loss_level", "loss_tolerance", "loss_worst_excess", "loss_run_id",
-    "loss_departed", "loss_checked", "loss_runs", "loss_spread", "loss_references", "loss_references_excluded",
-    "loss_confirmed", "loss_band", "loss_band_min", "loss_band_max", "loss_compared", "loss_print_every",
-    "loss_bias", "family_gated", "eager_gpu_busy_ms",
-    "gpu_busy_share", "graph_ceiling", "eager_host_step_ms", "host_shares_of", "host_covered", "host_covered_share",
-    "host_estimate_speedup", "graphs_captured",
-    "control", "rule_id", "eager_run_id", "graph_run_id", "eager_run_ids",
-    "graph_run_ids", "gpu_seconds", "gpu_names",
-]  # fmt: skip
 
 
 # What a file must hold to be read at all: checked for files without graphsweep metadata (version 0, e.g. written
@@ -122,12 +98,18 @@ def _comparison_v3_to_v4(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(**{c: None for c in new})
 
 
+def _to_v5(table: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """Version 4 wrote each column with the type pandas guessed: the same columns, read as their declared types."""
+    return lambda df: schema.conform(df, table)
+
+
 # (table, from version) -> function that turns a frame of that version into the next version's.
 UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
     ("runs", 1): _runs_v1_to_v2,
     ("comparison", 1): _comparison_v1_to_v2,
     ("comparison", 2): _comparison_v2_to_v3,
     ("comparison", 3): _comparison_v3_to_v4,
+    **{(table, 4): _to_v5(table) for table in schema.TYPES},
 }
 
 
@@ -161,8 +143,9 @@ def table_info(path: str | Path, fix: str = "") -> dict[str, Any]:
 
 
 def write_table(df: pd.DataFrame, path: str | Path, table: str, extra: dict[str, Any] | None = None) -> None:
-    """Write df as Parquet with graphsweep metadata; atomically (a killed controller leaves no half file)."""
-    arrow = pa.Table.from_pandas(df, preserve_index=False)
+    """Write df as Parquet with graphsweep metadata and its table's column types (store/schema.py); atomically (a
+    killed controller leaves no half file)."""
+    arrow = schema.to_arrow(df.reset_index(drop=True), table)
     meta = dict(arrow.schema.metadata or {})
     meta[b"graphsweep.schema_version"] = str(SCHEMA_VERSION).encode()
     meta[b"graphsweep.table"] = table.encode()

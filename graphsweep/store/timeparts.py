@@ -76,10 +76,13 @@ def _num(x: Any) -> float | None:
 
 
 def _utc(text: Any) -> dt.datetime | None:
-    """run.json's start_utc / end_utc as naive UTC."""
-    if not isinstance(text, str) or not text:
+    """run.json's start_utc / end_utc (runs.parquet's: a timestamp) as naive UTC."""
+    if isinstance(text, dt.datetime):
+        t = text
+    elif isinstance(text, str) and text:
+        t = dt.datetime.fromisoformat(text)
+    else:
         return None
-    t = dt.datetime.fromisoformat(text)
     return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo else t
 
 
