@@ -9,6 +9,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from graphsweep.plan.cost import spent_of
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
 from graphsweep.plan.planner import (
     check_plan,
@@ -63,8 +64,9 @@ try:
     PLAN = plan_sweep(
         SPEC, config.get("cluster"), SweepPaths(config["results"], SPEC.name)
     )
-    # a run beyond the time limit, a sweep over its GPU-hour budget: refused before any job
-    check_plan(SPEC, PLAN)
+    # a run beyond the time limit, a sweep over its GPU-hour budget (what its finished runs took, the rest's
+    # estimates corrected by them: graphsweep/plan/cost.py): refused before any job
+    check_plan(SPEC, PLAN, spent_of(SweepPaths(config["results"], SPEC.name)))
 except (SpecError, RepeatsError) as error:
     refuse(f"graphsweep: invalid sweep spec: {error}")
 

@@ -212,10 +212,11 @@ def test_unsafe_environment_blocks_graph_arms_only():
 def test_gpu_seconds_estimate():
     run = load_spec(EXAMPLE["megatron-tiny-vanilla-gpt"]).runs()[0]
     given = dataclasses.replace(run, settings={**run.settings, "est_step_s": 0.5})
-    assert megatron.estimate(given) == pytest.approx(1 * (30 * 0.5 + megatron.SETUP_SECONDS))
+    c = megatron.COST  # an eager run: no capture
+    assert run.arm == "eager" and megatron.estimate(given) == pytest.approx(30 * 0.5 + c.startup_s + c.teardown_s)
     assert "est_step_s" not in megatron.run_overrides(given)
     big = load_spec(EXAMPLE["megatron-llama3-8b-dense"]).runs()[0]
-    assert megatron.estimate(big) > 8 * megatron.SETUP_SECONDS
+    assert megatron.estimate(big) > 8 * (c.startup_s + c.teardown_s)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from graphsweep.commands import console as _console
 from graphsweep.commands import plain
+from graphsweep.plan.cost import spent_of
 from graphsweep.plan.planner import PlannedRun, check_plan, dry_run_summary, plan_sweep
 from graphsweep.plan.repeats import RepeatsError, apply_extra
 from graphsweep.sweepspec.load import load_spec
@@ -31,8 +32,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.spec)
         spec = apply_extra(spec, args.results)  # a side file naming cells this sweep lacks is refused too
-        planned = plan_sweep(spec, paths=SweepPaths(args.results, spec.name))
-        check_plan(spec, planned)  # beyond the time limit, over the GPU-hour budget
+        paths = SweepPaths(args.results, spec.name)
+        planned = plan_sweep(spec, paths=paths)
+        spent = spent_of(paths)  # what this sweep's finished runs took: the rest's estimates follow them
+        check_plan(spec, planned, spent)  # beyond the time limit, over the GPU-hour budget
     except (SpecError, RepeatsError) as exc:
         if args.json:
             where = {"file": exc.path, "key": exc.key, "value": exc.value} if isinstance(exc, SpecError) else {}
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         if not p.submitted:
             first.setdefault(p.run.cell_id, p)  # one row per blocked cell
     blocked = list(first.values())
-    summary = dry_run_summary(planned)
+    summary = dry_run_summary(planned, spent)
     if args.json:
         violations = [
             {"cell_id": p.run.cell_id, "rule": ";".join(v.rule for v in p.violations),
@@ -59,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         (spec.name, "bold"),
         f": {len(spec.shapes())} shapes x {len(spec.variants)} variants = {len(spec.cells())} cells, "
         f"{summary['runs']} runs ({summary['to_submit']} to submit, {summary['blocked']} blocked by preflight), "
-        f"about {summary['gpu_hours']} GPU-hours (budget_gpu_hours {spec.raw['budget_gpu_hours']})",
+        f"about {summary['gpu_hours']} GPU-hours (budget_gpu_hours {spec.raw['budget_gpu_hours']}): "
+        f"{summary['estimate']}",
     ))  # fmt: skip
     if blocked:
         table = Table("cell", "rule", "message", title="Blocked by preflight (no job will be submitted)")

@@ -10,6 +10,7 @@ from rich.table import Table
 from graphsweep.commands import console as _console
 from graphsweep.commands import fail, output_file_problem, plain
 from graphsweep.plan.owner import SweepOwnedError, claim
+from graphsweep.plan.cost import spent_of
 from graphsweep.plan.planner import check_plan, dry_run_summary, plan_frame, plan_sweep, write_plan
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import GRAPH, NO_GRAPH, PAIR, SpecError, SweepPaths, UnusableFile
@@ -40,9 +41,11 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or str(SweepPaths("results", spec.name).plan)
     if not args.dry_run and (problem := output_file_problem(out)):
         return fail(NAME, f"--out: {problem}")
-    planned = plan_sweep(spec, paths=None if args.out else SweepPaths("results", spec.name))
+    paths = None if args.out else SweepPaths("results", spec.name)
+    planned = plan_sweep(spec, paths=paths)
+    spent = spent_of(paths)  # what this sweep's finished runs took: the rest's estimates follow them
     try:
-        check_plan(spec, planned)  # beyond the time limit, over the GPU-hour budget
+        check_plan(spec, planned, spent)  # beyond the time limit, over the GPU-hour budget
     except SpecError as exc:
         print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
         return 2
@@ -65,10 +68,10 @@ def run(args: argparse.Namespace) -> int:
         )
     console = _console()
     console.print(table)
-    s = dry_run_summary(planned)
+    s = dry_run_summary(planned, spent)
     console.print(
         f"{s['runs']} {'pair jobs (each runs both arms, ABBA)' if spec.pairing else 'runs'}: {s['to_submit']} to submit, {s['blocked']} blocked by preflight (cost 0 GPU-s); "
-        f"requested about {s['gpu_hours']} GPU-hours"
+        f"requested about {s['gpu_hours']} GPU-hours ({s['estimate']})"
     )
     if args.commands:
         # exactly plan.parquet's `command`, byte for byte: plain print, so no markup, wrapping, tab expansion or

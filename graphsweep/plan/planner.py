@@ -17,6 +17,7 @@ import pandas as pd
 import yaml
 
 from graphsweep.fileio import write_text
+from graphsweep.plan.cost import sweep_cost
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
 from graphsweep.vocab import EAGER, GRAPH, GraphOverrides, LaunchPlan, RunDir, RunSpec, SpecError, SweepPaths, Violation
@@ -162,10 +163,11 @@ def wall_seconds(p: PlannedRun) -> float:
     return p.est_gpu_seconds / max(1, p.launch.gpus)
 
 
-def check_plan(spec: Spec, planned: Sequence[PlannedRun]) -> None:
+def check_plan(spec: Spec, planned: Sequence[PlannedRun], spent: Mapping[str, float] | None = None) -> None:
     """What a spec cannot be run with, known once it is planned (check-spec, plan and the workflow all refuse it):
     a run estimated beyond the executor's time limit (it would time out, retried with more time at a GPU's cost),
-    and a sweep whose estimate is over `budget_gpu_hours`. Ingested logs submit nothing: no limit applies."""
+    and a sweep whose estimate is over `budget_gpu_hours`: what its finished runs took (`spent`, plan/cost.py
+    spent_of) and the corrected estimate of the rest. Ingested logs submit nothing: no limit applies."""
     if len(planned) > int(spec.raw["max_runs"]):  # sweepspec counts the spec's runs; more-repeats can add some
         raise SpecError(spec.path, "max_runs", spec.raw["max_runs"], f"the sweep plans {len(planned)} runs (with the "
                         "repeats more-repeats added): split the sweep into several specs, or raise max_runs")
@@ -180,19 +182,25 @@ def check_plan(spec: Spec, planned: Sequence[PlannedRun]) -> None:
                         f"run {worst.run.run_id} is estimated at {wall_seconds(worst) / 60:.1f} min "
                         f"({worst.est_gpu_seconds:.0f} GPU-s on {worst.launch.gpus} GPU(s)), beyond the time limit: it "
                         f"would time out; raise executor.timeout_min to at least {need} or lower iterations")
-    hours = sum(p.est_gpu_seconds for p in sub) / 3600.0
+    cost = sweep_cost(sub, spent or {})
     budget = float(spec.raw["budget_gpu_hours"])
-    if hours > budget:
+    if cost.total_h > budget:
         raise SpecError(spec.path, "budget_gpu_hours", spec.raw["budget_gpu_hours"],
-                        f"the sweep is estimated at {hours:,.1f} GPU-hours ({len(sub)} runs to submit), over its "
-                        "budget: raise budget_gpu_hours, or drop shapes, variants or repeats")
+                        f"the sweep is estimated at {cost.total_h:,.1f} GPU-hours ({len(sub)} runs to submit; "
+                        f"{cost.correction.describe()}), over its budget: raise budget_gpu_hours, or drop shapes, "
+                        "variants or repeats")
 
 
-def dry_run_summary(planned: Sequence[PlannedRun]) -> dict[str, Any]:
+def dry_run_summary(planned: Sequence[PlannedRun], spent: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The dry run's counts and GPU-hours (spent by the sweep's finished runs, plus the corrected estimate of the
+    rest: plan/cost.py)."""
     sub = submitted(planned)
+    cost = sweep_cost(sub, spent or {})
     return {
         "runs": len(planned),
         "to_submit": len(sub),
         "blocked": len(planned) - len(sub),
-        "gpu_hours": round(sum(p.est_gpu_seconds for p in sub) / 3600.0, 3),
+        "gpu_hours": round(cost.total_h, 3),
+        "spent_gpu_hours": round(cost.spent_s / 3600.0, 3),
+        "estimate": cost.correction.describe(),
     }

@@ -20,6 +20,7 @@ import yaml
 
 from graphsweep.fileio import write_text
 from graphsweep.judge import interval as iv
+from graphsweep.plan.cost import correction, spent_by_run
 from graphsweep.plan.planner import plan_sweep, submitted
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.vocab import EAGER, INCONCLUSIVE, USABLE_OUTCOMES, RunSpec, SweepPaths, UnusableFile, read_text
@@ -171,22 +172,6 @@ def new_runs(before: Spec, after: Spec) -> list[RunSpec]:
     return [r for r in after.runs() if r.run_id not in old and r.run_id in submit]
 
 
-def run_cost(run: RunSpec, spent: Mapping[str, float]) -> float:
-    """GPU-seconds a new run will take: what this cell's (or shape's) finished runs of that arm took, else the
-    planner's estimate."""
-    if run.is_pair:
-        same = [v for k, v in spent.items() if k.startswith(f"{run.cell_id}.pair.r")]
-        done = {k.rsplit(".", 1)[0] for k in spent if k.startswith(f"{run.cell_id}.pair.r")}
-        if done:
-            return sum(same) / len(done)
-    else:
-        prefix = f"{run.cell_id}.r"
-        same = [v for k, v in spent.items() if k.startswith(prefix)]
-        if same:
-            return float(sorted(same)[len(same) // 2])
-    return float(for_run(run).estimate(run))
-
-
 def require_adaptive(spec: Spec) -> None:
     """More repeats are a second look: only for a sweep judged for two (`adaptive_repeats: true`)."""
     if not spec.raw["adaptive_repeats"]:
@@ -221,8 +206,7 @@ def plan_more_repeats(
         usable = runs[runs.outcome.isin(USABLE_OUTCOMES)] if "outcome" in runs.columns else runs
         med = {r: float(m) for r, m in zip(usable.run_id, usable.get("step_ms_median", [])) if pd.notna(m)}
         step = {r: float(q) for r, q in zip(usable.run_id, usable.get("elapsed_resolution_ms", [])) if pd.notna(q)}
-        if "gpu_seconds" in runs.columns:
-            spent = {r: float(s) for r, s in zip(runs.run_id, runs.gpu_seconds) if pd.notna(s)}
+        spent = spent_by_run(runs)
     plans: list[CellPlan] = []
     targets: dict[str, int] = {}
     why: dict[str, str] = {}
@@ -255,6 +239,7 @@ def plan_more_repeats(
     after = spec.with_extra_repeats({**spec.extra_repeats, **grown})
     added = new_runs(spec, after)
     shape_of = {c: cells[c].shape_id for c in targets}
+    fix = correction(plan_sweep(spec), spent)  # what the finished runs took: the new runs cost that
     claimed: set[str] = set()
     for cell_id, target in targets.items():
         mine = [r for r in added if r.cell_id == cell_id]
@@ -263,7 +248,7 @@ def plan_more_repeats(
         eager = [r for r in eager if r.repeat <= target]
         claimed.update(r.run_id for r in eager)
         new = mine + eager
-        cost = sum(run_cost(r, spent) for r in new)
+        cost = sum(fix.cost(r, for_run(r).estimate(r)) for r in new)
         plans.append(CellPlan(cell_id, INCONCLUSIVE, len(cells[cell_id].graph_run_ids), target, why[cell_id],
                               [r.run_id for r in new], cost))  # fmt: skip
     return plans

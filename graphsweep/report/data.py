@@ -124,6 +124,8 @@ class Cost:
     gated_runs: int = 0  # graph runs the launch gate skipped (spec launch_gate), at their estimated cost below
     avoided_gate_gpu_h: float = 0.0
     per_verdict_cells: dict[str, int] = field(default_factory=dict)
+    estimated_gpu_h: float = 0.0  # the plan's estimate (plan.parquet est_gpu_seconds) of the runs that spent GPU time
+    estimated_runs: int = 0  # those runs (a pair job once): the ones with an estimate and a cost
 
 
 def _run_cost(runs: pd.DataFrame) -> dict[str, float]:
@@ -145,6 +147,19 @@ def _blocked_estimate(t: SweepTables, row: pd.Series, cost: dict[str, float]) ->
         cost[r] / (as_number(g) or 1.0) for r, g in zip(t.plan.run_id, t.plan.get("gpus", [1] * len(t.plan))) if r in cost
     ]
     return float(np.median(per_gpu)) * gpus if per_gpu else None
+
+
+def _estimated(t: SweepTables, cost: dict[str, float]) -> tuple[float, int]:
+    """(GPU-seconds the plan estimated for the runs that spent some, how many): the report's estimate vs actual. A
+    pair job's two arms are one planned run."""
+    ran = {r for r, c in cost.items() if c > 0}
+    if "pair_id" in t.runs.columns:
+        ran |= {str(j) for r, j in zip(t.runs.run_id, t.runs.pair_id) if r in ran and isinstance(j, str)}
+    if "est_gpu_seconds" not in t.plan.columns:
+        return 0.0, 0
+    est = [as_number(e) for r, e in zip(t.plan.run_id, t.plan.est_gpu_seconds) if r in ran]
+    est = [e for e in est if e]
+    return float(sum(est)), len(est)
 
 
 def cost_accounting(t: SweepTables) -> Cost:
@@ -196,6 +211,7 @@ def cost_accounting(t: SweepTables) -> Cost:
     avoided_gate = sum(_blocked_estimate(t, row, cost) or 0.0 for _, row in
                        t.plan[t.plan.run_id.isin(set(gated.run_id))].iterrows())
     h = 1 / 3600.0
+    estimated, estimated_runs = _estimated(t, cost)
     return Cost(
         spent_gpu_h=spent * h,
         per_verdict_gpu_h={k: v * h for k, v in per_verdict.items()},
@@ -209,6 +225,8 @@ def cost_accounting(t: SweepTables) -> Cost:
         per_verdict_cells=per_cells,
         gated_runs=len(gated),
         avoided_gate_gpu_h=avoided_gate * h,
+        estimated_gpu_h=estimated * h,
+        estimated_runs=estimated_runs,
     )
 
 

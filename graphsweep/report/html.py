@@ -18,8 +18,8 @@ from graphsweep.report.captured import GRAPHS_TITLE, graphs_held
 from graphsweep.report.plots import TRACE_CAP, cell_anchor, heatmaps_html, memory_svg, shape_grid_html, speedup_bars_svg, traces_svg
 from graphsweep.report.shapes import full_grid, shape_axes, varying_axes
 from graphsweep.report.text import (
-    caveats, cell_label, display_reason, level, fmt_number, fmt_percent, fmt_q, fmt_speedup, fmt_value, md_inline,
-    memory_figure,
+    caveats, cell_label, display_reason, estimate_words, level, fmt_number, fmt_percent, fmt_q, fmt_speedup, fmt_value,
+    md_inline, memory_figure,
 )  # fmt: skip
 
 CSS = (Path(__file__).with_name("report.css")).read_text()  # a package file: edited as CSS, inlined per page
@@ -165,7 +165,8 @@ def render_html(t: SweepTables, cost: Cost, s: Summary, out_dir: Path) -> str:
         blocked_d += f"; {cost.blocked_unestimated} without estimate"
     cards = (
         f'<div class="card"><div class="k">GPU-hours spent</div><div class="v">{cost.spent_gpu_h:.2f}</div>'
-        f'<div class="d">{s.n_runs} runs, setup and capture included</div></div>'
+        f'<div class="d">{s.n_runs} runs, setup and capture included'
+        + (f'; {html.escape(estimate_words(cost))}' if cost.estimated_gpu_h else "") + '</div></div>'
         f'<div class="card"><div class="k">avoided by preflight</div><div class="v">≈{cost.avoided_blocked_gpu_h:.2f}</div>'
         f'<div class="d">{blocked_d}</div></div>'
         f'<div class="card"><div class="k">avoided by shared baselines</div><div class="v">{cost.avoided_shared_gpu_h:.2f}</div>'

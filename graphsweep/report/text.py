@@ -135,8 +135,18 @@ def md_code(s: str) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
+def estimate_words(cost: Cost) -> str:
+    """The plan's estimate of the runs that ran, against what they spent."""
+    if not cost.estimated_gpu_h:
+        return ""
+    return (f"the plan estimated {cost.estimated_gpu_h:.2f} for these {cost.estimated_runs} runs: they took "
+            f"{cost.spent_gpu_h / cost.estimated_gpu_h:.2f}x the estimate")
+
+
 def cost_sentence(cost: Cost) -> str:
     parts = [f"{cost.spent_gpu_h:.2f} spent"]
+    if cost.estimated_gpu_h:
+        parts[0] += f" ({estimate_words(cost)})"
     if cost.control_gpu_h:
         parts.append(f"of which {cost.control_gpu_h:.2f} on A/A control cells")
     if cost.blocked_runs:

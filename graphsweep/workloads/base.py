@@ -8,6 +8,7 @@ runs (graphsweep.vocab.RunSpec), never the whole sweep, so a new workload is one
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
@@ -35,3 +36,20 @@ class Workload(Protocol):
 
     # Optional: `needs_cuda(run) -> bool`, whether the run cannot run without a CUDA device. A local executor on a
     # machine without one blocks such runs at plan time (plan/planner.py) instead of starting jobs that only say so.
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """What one run of a workload kind costs besides its iterations, in seconds of wall time (GPU-seconds per GPU):
+    the medians of the committed real runs of that kind (benchmarks/estimates.py prints them; each sweep counts
+    once). `step_s`: seconds per iteration where the workload has no better guess for a run."""
+
+    startup_s: float  # job start to the first iteration: interpreter, imports, CUDA, model build, data
+    teardown_s: float  # the last iteration's end to the job's end
+    capture_s: float  # what a graph arm's warmup and capture add to the iterations before its steady window
+    step_s: float = 0.0
+
+    def seconds(self, iterations: int, graph: bool, step_s: float | None = None) -> float:
+        """The wall time of one run of `iterations` iterations."""
+        step = self.step_s if step_s is None else step_s
+        return self.startup_s + iterations * step + (self.capture_s if graph else 0.0) + self.teardown_s

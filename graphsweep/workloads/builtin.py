@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.entry.builtin_settings import REQUIRED, SCOPES, SETTINGS, TRAINER, setting_problem, shape_problem
+from graphsweep.workloads.base import RunCost
 from graphsweep.vocab import EAGER, PYTHON, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
 
 KIND = "builtin"
-SETUP_SECONDS, STEP_SECONDS = 10.0, 0.05  # rough cost of a run when nothing better is known
+# The builtin trainer's runs on the H200s (results/examples/h200-builtin, benchmarks/data/h200-builtin-sweep-a):
+# `python benchmarks/estimates.py` prints these medians; the loop's seconds per iteration stand for every shape.
+COST = RunCost(startup_s=7.9, teardown_s=1.1, capture_s=0.0, step_s=0.034)
 
 
 def _sections(raw: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -119,4 +122,5 @@ def graph_switch(run: RunSpec) -> GraphOverrides | None:
 
 
 def estimate(run: RunSpec) -> float:
-    return run.gpus * (SETUP_SECONDS + STEP_SECONDS * run.total_iterations)
+    """GPU-seconds of one run: GPUs x the wall time of a run of its iterations (COST)."""
+    return run.gpus * COST.seconds(run.total_iterations, run.variant.is_graph)

@@ -28,6 +28,7 @@ from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normali
 from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.constraints.graph import GRAPH_FIELDS
+from graphsweep.workloads.base import RunCost
 from graphsweep.vocab import (
     EAGER, EAGER_VARIANT, TORCHRUN_TEE, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation,
 )  # fmt: skip
@@ -66,7 +67,11 @@ DEFAULT_ENV: dict[str, str] = {
 
 # Perf harness: argument_parser.py -g choices have no h200 (docs/megatron-facts.md §4.4).
 PERF_HARNESS_GPU = "h100"
-SETUP_SECONDS = 120.0  # container start, imports (51-64 s per process on the H200 runs), init, data
+# The Megatron entry's runs on the H200s (results/examples/megatron-*, benchmarks/data/h200-dense-sweep-a: 1-GPU
+# runs without a container, the interpreter torn down after the last iteration): `python benchmarks/estimates.py`
+# prints these medians. A run's step comes from estimate_step_seconds; `step_s`, the loop's seconds per iteration of
+# those runs (its first iterations' warm-up included), is the least it guesses for a model.
+COST = RunCost(startup_s=21.4, teardown_s=7.6, capture_s=1.4, step_s=0.184)
 DEFAULT_GPUS_PER_NODE = 8
 
 
@@ -405,7 +410,8 @@ _EFFECTIVE_FLOPS_PER_GPU = 350e12  # bf16 H100/H200 model TFLOP/s a tuned dense 
 
 
 def estimate_step_seconds(run: RunSpec) -> float:
-    """A per-iteration time guess: spec `est_step_s` when given, else 6 * params * tokens / (GPUs * flops)."""
+    """A per-iteration time guess: spec `est_step_s` when given, else 6 * params * tokens / (GPUs * flops), at least
+    what the committed runs' iterations took (COST.step_s)."""
     for source in (run.settings, run.workload, run.executor):
         if source.get("est_step_s") is not None:
             return float(source["est_step_s"])
@@ -420,9 +426,9 @@ def estimate_step_seconds(run: RunSpec) -> float:
         params = 12.0 * float(layers) * float(hidden) ** 2
     if params is None:
         return 1.0
-    return max(0.05, 6.0 * params * gbs * seq / (run.gpus * _EFFECTIVE_FLOPS_PER_GPU))
+    return max(COST.step_s, 6.0 * params * gbs * seq / (run.gpus * _EFFECTIVE_FLOPS_PER_GPU))
 
 
 def estimate(run: RunSpec) -> float:
-    """GPU-seconds one run requests: GPUs x (iterations x step guess + setup)."""
-    return run.gpus * (run.total_iterations * estimate_step_seconds(run) + SETUP_SECONDS)
+    """GPU-seconds one run requests: GPUs x (start-up, iterations x step guess, a graph's capture, teardown)."""
+    return run.gpus * COST.seconds(run.total_iterations, run.variant.is_graph, estimate_step_seconds(run))
