@@ -219,6 +219,26 @@ def measure(runs: int, code: Path, window_s: float, settle_s: float, start_timeo
             out.close()
 
 
+# What the run rule's script imports before it waits (Snakemake's preamble, then scripts/run.py's imports)
+SCRIPT_IMPORTS = ("snakemake.logging", "snakemake.iocontainers", "graphsweep.smk", "{runrule}")
+MEMORY = """
+import importlib, sys
+for m in sys.argv[1:]:
+    importlib.import_module(m)
+roll = dict(line.split(":") for line in open("/proc/self/smaps_rollup").read().splitlines()[1:])
+print(int(roll["Rss"].split()[0]) // 1024, int(roll["Pss"].split()[0]) // 1024)
+"""
+
+
+def script_imports(code: Path) -> tuple[int, int]:
+    """(RSS, PSS) in MB of a process that imported what the run rule's script imports, in `code`'s tree."""
+    runrule = "graphsweep.run.runrule" if (code / "graphsweep" / "run" / "runrule.py").exists() else "graphsweep.run.submit"
+    mods = [m.format(runrule=runrule) for m in SCRIPT_IMPORTS]
+    out = subprocess.run([sys.executable, "-c", MEMORY, *mods], env={**os.environ, "PYTHONPATH": str(code)},
+                         cwd="/", capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    return int(out[0]), int(out[1])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", type=int, nargs="+", help="runs in flight (even numbers)")
@@ -228,6 +248,9 @@ def main() -> None:
     p.add_argument("--start-timeout", type=float, default=1800.0)
     args = p.parse_args()
     print(f"code: {args.code.resolve()}", flush=True)
+    rss, pss = script_imports(args.code.resolve())
+    print(f"the run rule's script, imported (Snakemake's local executor: one such process per run): RSS {rss} MB, "
+          f"PSS {pss} MB", flush=True)
     for runs in args.runs:
         r = measure(runs, args.code.resolve(), args.window, args.settle, args.start_timeout)
         print(f"{r['runs']} runs in flight (all submitted after {r['in_flight_after_s']:.0f} s, {r['start_cpu_s']:.0f} "

@@ -379,7 +379,7 @@ class RunDir:
     root: Path
 
     CONFIG: ClassVar[str] = "config.yaml"  # what the run executes (plan/planner.py PlannedRun.config)
-    RUN: ClassVar[str] = "run.json"  # the job's facts (run/submit.py, run/ingest.py)
+    RUN: ClassVar[str] = "run.json"  # the job's facts (run/runrule.py, run/ingest.py)
     LOG: ClassVar[str] = "log.txt"  # the training log
     ITERATIONS: ClassVar[str] = "iterations.parquet"  # one row per iteration line (parse/run_dir.py)
     SUMMARY: ClassVar[str] = "summary.json"  # what the log says: outcome, steady window, figures
@@ -633,7 +633,7 @@ class JobsDir:
         return self.root / "logs" / f"{when}-attempt{attempt}.log"
 
     def transient_log(self, job_id: str) -> Path:
-        """The log of a job that failed on a transient signature and was run again (run/submit.py)."""
+        """The log of a job that failed on a transient signature and was run again (run/runrule.py)."""
         return self.root / f"log.transient.{job_id}.txt"
 
 

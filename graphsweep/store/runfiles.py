@@ -50,7 +50,7 @@ def read_run_config(run: RunDir, parse: bool = False) -> dict[str, Any]:
 
 
 def read_run_info(run: RunDir) -> dict[str, Any]:
-    """run.json: the job's facts (run/submit.py, run/ingest.py)."""
+    """run.json: the job's facts (run/runrule.py, run/ingest.py)."""
     return read_json(run.run_json, run.fix_for(run.run_json), required=("run_id", "executor"))
 
 
