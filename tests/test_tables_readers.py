@@ -84,7 +84,8 @@ def test_every_column_of_the_committed_sweeps_is_declared_or_an_axis():
         axes = [c for c in pq.read_schema(sweep / "plan.parquet").names if c not in PLAN_COLUMNS]
         for table in TABLES:
             names = pq.read_schema(sweep / f"{table}.parquet").names
-            assert [c for c in names if schema.declared_type(table, c) is None and c not in axes] == [], (sweep.name, table)
+            undeclared = [c for c in names if schema.declared_type(table, c) is None and c not in axes]
+            assert undeclared == [], (sweep.name, table)
 
 
 def _version_4(df: pd.DataFrame, path: Path, table: str) -> None:

@@ -202,8 +202,8 @@ def column_array(values: pd.Series, typ: pa.DataType) -> pa.Array:
     if typ == S:
         return pa.array([_as_text(v) for v in values], type=typ)
     if typ in (I, F):
-        numbers = values if values.dtype.kind in "iuf" else pd.to_numeric(values.map(lambda v: None if _missing(v) else v),
-                                                                            errors="coerce")  # fmt: skip
+        numbers = values if values.dtype.kind in "iuf" else pd.to_numeric(
+            values.map(lambda v: None if _missing(v) else v), errors="coerce")  # fmt: skip
         return pa.array(numbers, type=typ, from_pandas=True)
     if typ == B:
         return pa.array([None if _missing(v) else bool(v) for v in values], type=typ)
