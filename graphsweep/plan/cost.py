@@ -25,7 +25,9 @@ def spent_by_run(runs: pd.DataFrame | None) -> dict[str, float]:
     if runs is None or not len(runs) or "gpu_seconds" not in runs.columns:
         return {}
     cost = pd.to_numeric(runs["gpu_seconds"], errors="coerce")
-    job = runs["pair_id"].where(runs["pair_id"].notna(), runs["run_id"]) if "pair_id" in runs.columns else runs["run_id"]
+    job = runs["run_id"]
+    if "pair_id" in runs.columns:  # a pair job's arms: one planned run
+        job = runs["pair_id"].where(runs["pair_id"].notna(), job)
     frame = pd.DataFrame({"job": job, "cost": cost})
     frame = frame[frame.cost.notna() & (frame.cost > 0)]
     return {str(k): float(v) for k, v in frame.groupby("job").cost.sum().items()}

@@ -40,9 +40,10 @@ class Workload(Protocol):
 
 @dataclass(frozen=True)
 class RunCost:
-    """What one run of a workload kind costs besides its iterations, in seconds of wall time (GPU-seconds per GPU):
-    the medians of the committed real runs of that kind (benchmarks/estimates.py prints them; each sweep counts
-    once). `step_s`: seconds per iteration where the workload has no better guess for a run."""
+    """What one run of a workload kind costs besides its iterations, in seconds of wall time (GPU-seconds per GPU),
+    from the committed real runs of that kind (benchmarks/estimates.py prints them; each sweep counts once): the
+    median over the sweeps of start-up, teardown and capture, the mean of their loop's seconds per iteration
+    (`step_s`, where the workload has no better guess for a run)."""
 
     startup_s: float  # job start to the first iteration: interpreter, imports, CUDA, model build, data
     teardown_s: float  # the last iteration's end to the job's end

@@ -15,7 +15,7 @@ from graphsweep.vocab import EAGER, PYTHON, GraphOverrides, LaunchPlan, RunSpec,
 
 KIND = "builtin"
 # The builtin trainer's runs on the H200s (results/examples/h200-builtin, benchmarks/data/h200-builtin-sweep-a):
-# `python benchmarks/estimates.py` prints these medians; the loop's seconds per iteration stand for every shape.
+# `python benchmarks/estimates.py` prints these figures; the loop's seconds per iteration stand for every shape.
 COST = RunCost(startup_s=7.9, teardown_s=1.1, capture_s=0.0, step_s=0.034)
 
 

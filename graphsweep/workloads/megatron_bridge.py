@@ -68,10 +68,10 @@ DEFAULT_ENV: dict[str, str] = {
 # Perf harness: argument_parser.py -g choices have no h200 (docs/megatron-facts.md §4.4).
 PERF_HARNESS_GPU = "h100"
 # The Megatron entry's runs on the H200s (results/examples/megatron-*, benchmarks/data/h200-dense-sweep-a: 1-GPU
-# runs without a container, the interpreter torn down after the last iteration): `python benchmarks/estimates.py`
-# prints these medians. A run's step comes from estimate_step_seconds; `step_s`, the loop's seconds per iteration of
-# those runs (its first iterations' warm-up included), is the least it guesses for a model.
-COST = RunCost(startup_s=21.4, teardown_s=7.6, capture_s=1.4, step_s=0.184)
+# runs without a container): `python benchmarks/estimates.py` prints these figures. A run's step comes from
+# estimate_step_seconds; `step_s`, the loop's seconds per iteration of those runs (the mean over their sweeps: the
+# step is the model's, 0.10-0.89 s there, launch-bound ones included), is the least it guesses for a model.
+COST = RunCost(startup_s=22.5, teardown_s=7.1, capture_s=0.9, step_s=0.425)
 DEFAULT_GPUS_PER_NODE = 8
 
 
