@@ -35,7 +35,8 @@ from graphsweep.store.tables import read_table
 from graphsweep.vocab import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
-SWEEPS = ("megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense", "megatron-moe-128e")
+SWEEPS = ("megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense", "megatron-moe-128e",
+          "megatron-moe-128e-padded")
 # MCore training/utils.py barrier_and_log: f"[{string}] datetime: {time_str} " (Bridge prints the same lines)
 AFTER_INIT = re.compile(r"\[after megatron is initialized\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 INIT_S = re.compile(re.escape(lf.INIT_SECONDS) + r"([\d.]+)")
@@ -58,6 +59,7 @@ if mode == "fresh":
     sys.stdout.write(json.dumps({"exit_from": time.time()}) + "\n"); sys.stdout.flush()
     os._exit(0) if ending == "os_exit" else sys.exit(0)
 load()
+threads = len(os.listdir("/proc/self/task"))  # a fork copies only the calling thread: the others' locks stay held
 r, w = os.pipe()
 t0 = time.perf_counter()
 pid = os.fork()
@@ -69,7 +71,7 @@ if pid == 0:
 os.close(w)
 data = os.read(r, 4096)
 os.waitpid(pid, 0)
-print(data.decode(), flush=True)
+print(json.dumps({**json.loads(data), "parent_threads": threads}), flush=True)
 os._exit(0)
 """
 
@@ -145,7 +147,8 @@ def main() -> int:
     print(f"  fresh process: imports {m(r['import_s'] for r in fresh):.2f} s ({m(r['import_cpu_s'] for r in fresh):.2f} "
           f"CPU-s), whole process {m(r['process_s'] for r in fresh):.2f} s")
     print(f"  forked from a parent that holds them: fork to ready {m(r['fork_to_ready_s'] for r in forked) * 1e3:.1f} "
-          f"ms (its imports {m(r['import_s'] for r in forked) * 1e3:.2f} ms)")
+          f"ms (its imports {m(r['import_s'] for r in forked) * 1e3:.2f} ms); the parent had "
+          f"{m(r['parent_threads'] for r in forked):.0f} threads when it forked")
     print(f"  teardown after them (last line to the process's end): normal exit "
           f"{m(r['teardown_s'] for r in fresh):.3f} s, os._exit {m(r['teardown_s'] for r in fresh_exit):.3f} s; the "
           f"whole process {m(r['process_cpu_s'] for r in fresh):.2f} CPU-s against "

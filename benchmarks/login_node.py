@@ -158,7 +158,8 @@ def measure(runs: int, code: Path, window_s: float, settle_s: float, start_timeo
     with tempfile.TemporaryDirectory(prefix="gs-login-bench-") as scratch:
         tmp = Path(scratch)
         bin_dir, sacct_log = workdir(tmp, code, runs)
-        env = {**os.environ, "PYTHONPATH": str(code), "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+        env = {**os.environ, "PYTHONPATH": str(code), "PATH": path}
         n = int(subprocess.run([sys.executable, "-c", WRITE_CONFIGS, "spec.yaml", "results"], cwd=tmp, env=env,
                                capture_output=True, text=True, check=True).stdout)  # fmt: skip
         assert n == runs, f"the spec plans {n} runs to submit, not {runs}"
@@ -232,7 +233,8 @@ print(int(roll["Rss"].split()[0]) // 1024, int(roll["Pss"].split()[0]) // 1024)
 
 def script_imports(code: Path) -> tuple[int, int]:
     """(RSS, PSS) in MB of a process that imported what the run rule's script imports, in `code`'s tree."""
-    runrule = "graphsweep.run.runrule" if (code / "graphsweep" / "run" / "runrule.py").exists() else "graphsweep.run.submit"
+    new = (code / "graphsweep" / "run" / "runrule.py").exists()  # main before issue 31: scripts/run.py's submit
+    runrule = "graphsweep.run.runrule" if new else "graphsweep.run.submit"
     mods = [m.format(runrule=runrule) for m in SCRIPT_IMPORTS]
     out = subprocess.run([sys.executable, "-c", MEMORY, *mods], env={**os.environ, "PYTHONPATH": str(code)},
                          cwd="/", capture_output=True, text=True, check=True).stdout.split()  # fmt: skip

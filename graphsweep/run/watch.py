@@ -213,7 +213,8 @@ class Fleet:
         out = []
         for f in sorted(flights, key=lambda f: f.label):
             view = self.last.get(f.job_id)
-            out.append((f.job_id, Waiting(label=f.label, log=str(f.side.get("log") or "")), view.record if view else None))
+            waiting = Waiting(label=f.label, log=str(f.side.get("log") or ""))
+            out.append((f.job_id, waiting, view.record if view else None))
         return out
 
     def interrupt_message(self, flights: Iterable[Flight]) -> str:
