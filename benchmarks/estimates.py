@@ -36,7 +36,8 @@ from graphsweep.plan.planner import plan_sweep, submitted
 from graphsweep.store.tables import read_table
 from graphsweep.store.timeparts import time_parts
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import EAGER, GRAPH, RunDir
+from graphsweep.layout import RunDir
+from graphsweep.vocab import EAGER, GRAPH
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +75,7 @@ def _parsed_folder(folder: Path) -> pd.DataFrame:
         arm = GRAPH if cfg["arm"] == GRAPH else EAGER
         parsed = parse_run(run.logs(), arm=arm, warmup=cfg.get("warmup"), run_info=info, run_id=run.run_id)
         summary = summary_to_dict(parsed.summary)
-        tp = time_parts({**info, **summary, "run_id": run.run_id}, parsed.iterations, d)
+        tp = time_parts({**info, **summary, "run_id": run.run_id}, parsed.iterations)
         rows.append({"run_id": run.run_id, "cell_id": cfg["cell_id"], "shape_id": cfg["shape_id"], "arm": cfg["arm"],
                      "gpus": info.get("gpus"), "gpu_seconds": info.get("gpu_seconds"), "wall_s": info.get("wall_s"),
                      "train_iters": summary.get("train_iters"), "time_split": tp.split,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from graphsweep.vocab import SweepPaths
+from graphsweep.layout import SweepPaths
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "results" / "examples"

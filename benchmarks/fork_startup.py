@@ -32,7 +32,7 @@ from pathlib import Path
 
 from graphsweep import logformat as lf
 from graphsweep.store.tables import read_table
-from graphsweep.vocab import RunDir
+from graphsweep.layout import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = ("megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense", "megatron-moe-128e",

@@ -28,7 +28,7 @@ from graphsweep.parse.run import parse_run
 from graphsweep.report.gpu_time import gpu_time, render_markdown
 from graphsweep.store.tables import read_table
 from graphsweep.store.timeparts import folder_parts, time_parts
-from graphsweep.vocab import RunDir
+from graphsweep.layout import RunDir
 
 
 def _utc(text: str | None) -> datetime | None:

@@ -23,7 +23,8 @@ from pathlib import Path
 import yaml
 
 from graphsweep.parse.run import parse_run
-from graphsweep.vocab import AA, EAGER, GRAPH, USABLE_OUTCOMES, RunDir
+from graphsweep.layout import RunDir
+from graphsweep.vocab import AA, EAGER, GRAPH, USABLE_OUTCOMES
 
 REPO = Path(__file__).resolve().parents[1]
 # source name -> its run folders; a builtin sweep seeds repeat k with k (--seed {repeat}), Megatron logs say theirs

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from graphsweep import textsafe
-from graphsweep.vocab import RunDir, SpecError, UnusableFile
+from graphsweep.layout import RunDir
+from graphsweep.vocab import SpecError, UnusableFile
 
 
 @contextlib.contextmanager
@@ -71,7 +72,7 @@ def run_dir(*files: Any) -> RunDir:
     to lie inside its sweep's folder (a run folder linked elsewhere is refused: UnusableFile, one line)."""
     run = RunDir.of(*(str(f) for f in files))
     if outside := run.link_out():
-        raise outside
+        raise UnusableFile(*outside)
     return run
 
 

@@ -1,5 +1,5 @@
 # Helpers for the rules: the sweep spec, its planned runs, the results layout and the input functions.
-# No rule logic lives in lambdas; every path comes from graphsweep.vocab.SweepPaths.
+# No rule logic lives in lambdas; every path comes from graphsweep.layout.SweepPaths.
 import atexit
 import re
 import sys
@@ -39,7 +39,8 @@ from graphsweep.smk import (
     unsafe_setting,
     unwritable,
 )
-from graphsweep.vocab import PAIR, SpecError, SweepPaths, UnusableFile
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import PAIR, SpecError, UnusableFile
 
 try:
     validate(config, str(data_file(CONFIG_SCHEMA)))

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from graphsweep.smk import logging_to, one_line_errors, run_dir
 from graphsweep.run.runrule import execute_run
-from graphsweep.vocab import JobsDir
+from graphsweep.layout import JobsDir
 
 
 def say(message):

@@ -21,7 +21,7 @@ import graphsweep
 from graphsweep import resources
 from graphsweep import cli
 from graphsweep.store.tables import write_table
-from graphsweep.vocab import RunDir, SweepPaths
+from graphsweep.layout import RunDir, SweepPaths
 from tests.support import ROOT, copy_workflow, snakemake
 
 BASE_TEXT = (ROOT / "configs" / "sweep.yaml").read_text()

@@ -21,7 +21,8 @@ from graphsweep.entry import host_time
 from graphsweep.parse.run import parse_run
 from graphsweep.store.aggregate import aggregate
 from graphsweep.store.tables import RUN_TIME_COLUMNS
-from graphsweep.vocab import RunDir, UnusableFile
+from graphsweep.layout import RunDir
+from graphsweep.vocab import UnusableFile
 from tests.support import ROOT, copy_workflow, snakemake
 
 

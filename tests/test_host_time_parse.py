@@ -27,7 +27,8 @@ from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.report.write import write_reports
 from graphsweep.store.aggregate import aggregate
 from graphsweep.store.tables import read_table
-from graphsweep.vocab import EAGER, GRAPH, RunDir
+from graphsweep.layout import RunDir
+from graphsweep.vocab import EAGER, GRAPH
 from tests.support import ROOT
 
 MOE = ROOT / "results" / "examples" / "megatron-moe-128e"

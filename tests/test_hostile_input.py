@@ -29,7 +29,8 @@ from graphsweep.store import catalog
 from graphsweep.store.archive import make_archive, verify_archive
 from graphsweep.store.tables import read_table, table_info, write_table
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import LaunchPlan, SpecError, SweepPaths, UnusableFile
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import LaunchPlan, SpecError, UnusableFile
 from tests.support import ROOT
 
 BASE = yaml.safe_load((ROOT / "configs" / "sweep.yaml").read_text())
@@ -477,11 +478,11 @@ def test_catalog_into_a_folder_that_cannot_be_written_is_one_line(capsys):
 
 def test_catalog_that_fails_while_writing_is_one_line(tmp_path, capsys, monkeypatch):
     """The folder is writable when looked at, but a write fails later (a full disk, a read-only remount)."""
-    def full(data: bytes, dest: Path) -> None:
+    def full(dest: Path, *_: object) -> None:
         raise OSError(28, "No space left on device", str(dest))
 
-    monkeypatch.setattr(catalog, "_write_atomic", full)
-    monkeypatch.setattr(catalog.shutil, "copyfile", lambda a, b: full(b"", Path(b)))
+    monkeypatch.setattr(catalog, "write_bytes", full)  # the catalog writes through graphsweep/fileio.py
+    monkeypatch.setattr(catalog, "copy_file", lambda src, dest: full(Path(dest)))
     rc, out, err = run_cli(capsys, "catalog", tmp_path / "cat", "--results", EXAMPLE.parent)
     one_line(rc, err, "cannot write into", "No space left on device")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graphsweep.vocab import SweepPaths
+from graphsweep.layout import SweepPaths
 from tests.support import ROOT, copy_workflow, snakemake
 
 pytestmark = [pytest.mark.slow, pytest.mark.snakemake]

@@ -22,7 +22,8 @@ from graphsweep.plan.planner import gate_inputs, plan_sweep
 from graphsweep.run import gate
 from graphsweep.run.runrule import execute_run
 from graphsweep.sweepspec.load import validate_spec
-from graphsweep.vocab import BLOCKED, COMPLETED, GateDecision, RunDir, SpecError, UnusableFile
+from graphsweep.layout import RunDir
+from graphsweep.vocab import BLOCKED, COMPLETED, GateDecision, SpecError, UnusableFile
 from tests.support import ROOT, run_spec
 
 BUILTIN = ROOT / "results" / "examples" / "h200-builtin" / "runs"

@@ -24,7 +24,7 @@ from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.run.job import job_main
 from graphsweep.run.runrule import execute_run
-from graphsweep.vocab import RunDir
+from graphsweep.layout import RunDir
 from tests.support import ROOT
 
 PROBE = ROOT / "tests" / "fixtures" / "logs" / "h200-probe"

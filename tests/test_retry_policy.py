@@ -18,7 +18,7 @@ import yaml
 
 from graphsweep.parse.run import parse_run
 from graphsweep.run.runrule import execute_run
-from graphsweep.vocab import RunDir
+from graphsweep.layout import RunDir
 from graphsweep.vocab import CRASHED, EAGER, GRAPH
 from tests.fixtures.field import recipe as rc
 

@@ -21,7 +21,8 @@ import yaml
 
 from graphsweep import cli
 from graphsweep.store.archive import verify_archive
-from graphsweep.vocab import VERDICTS, SweepPaths
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import VERDICTS
 from tests.support import ROOT, copy_workflow, snakemake
 
 LOGS = ROOT / "tests" / "fixtures" / "logs" / "megatron-h200"

@@ -31,7 +31,7 @@ from graphsweep.plan.planner import plan_sweep
 from graphsweep.run.job import job_argv, tees_rank_files
 from graphsweep.run.runrule import execute_run
 from graphsweep.sweepspec.load import load_spec, validate_spec
-from graphsweep.vocab import RANKS_DIR, TORCHRUN_TEE, RunDir
+from graphsweep.layout import RANKS_DIR, TORCHRUN_TEE, RunDir
 from graphsweep.workloads import megatron_bridge as megatron
 from graphsweep.workloads.registry import launch_plan, preflight
 from tests.support import ROOT

@@ -1,4 +1,5 @@
-"""One place for each name: verdicts, run outcomes and arms in graphsweep/vocab.py, constraint ids in the constraint
+"""One place for each name: verdicts, run outcomes and arms in graphsweep/vocab.py, the results layout in
+graphsweep/layout.py, constraint ids in the constraint
 catalogue, signature ids in the signature catalogue. A string literal spelling one of them anywhere else in the
 library, the rule files or the scripts fails here with its file and line."""
 
@@ -8,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-from graphsweep import vocab
+from graphsweep import layout, vocab
 from graphsweep.constraints.catalogue import CONSTRAINTS
 from graphsweep.parse.signatures import SIGNATURES
 from tests.support import ROOT
@@ -17,11 +18,11 @@ NAMES = {
     "verdict": set(vocab.VERDICTS),
     "outcome": set(vocab.OUTCOMES),
     "arm": set(vocab.ARMS) | {vocab.AA},
-    # the results layout: a run folder's files (vocab.RunDir), the sweep's tables, reports and job plumbing
-    # (vocab.SweepPaths), a run's job files (vocab.JobsDir)
-    "results file": set(vocab.RunDir.FILES) | set(vocab.SweepPaths.TABLES)
-    | {vocab.SweepPaths.REPORT_MD, vocab.SweepPaths.REPORT_HTML, vocab.SweepPaths.JOBS, vocab.JobsDir.SIDE,
-       vocab.JobsDir.FAILURE},
+    # the results layout: a run folder's files (layout.RunDir), the sweep's tables, reports and job plumbing
+    # (layout.SweepPaths), a run's job files (layout.JobsDir)
+    "results file": set(layout.RunDir.FILES) | set(layout.SweepPaths.TABLES)
+    | {layout.SweepPaths.REPORT_MD, layout.SweepPaths.REPORT_HTML, layout.SweepPaths.JOBS, layout.JobsDir.SIDE,
+       layout.JobsDir.FAILURE},
 }
 CONSTRAINT_IDS = {c.id for c in CONSTRAINTS}
 SIGNATURE_IDS = {s.id for s in SIGNATURES} - CONSTRAINT_IDS
@@ -39,7 +40,7 @@ HOMES = {
     "verdict": {"graphsweep/vocab.py"},
     "outcome": {"graphsweep/vocab.py"},
     "arm": {"graphsweep/vocab.py"},
-    "results file": {"graphsweep/vocab.py"},
+    "results file": {"graphsweep/layout.py"},
     "constraint": {"graphsweep/constraints/rules.py", "graphsweep/constraints/runtime.py",
                    "graphsweep/constraints/offload.py", "graphsweep/constraints/field.py"},
     "signature": {"graphsweep/parse/signatures.py"},

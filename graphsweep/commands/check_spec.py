@@ -15,7 +15,8 @@ from graphsweep.plan.cost import spent_of
 from graphsweep.plan.planner import PlannedRun, check_plan, dry_run_summary, plan_sweep
 from graphsweep.plan.repeats import RepeatsError, apply_extra
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import SpecError, SweepPaths
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import SpecError
 
 NAME = "check-spec"
 HELP = "validate a sweep spec and report the preflight verdict of every cell (submits nothing)"

@@ -26,7 +26,8 @@ from graphsweep.plan.repeats import (
 )
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.store.tables import read_table
-from graphsweep.vocab import SpecError, SweepPaths, UnusableFile
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import SpecError, UnusableFile
 
 NAME = "more-repeats"
 HELP = "plan more repeats for the inconclusive cells of a finished sweep; the next snakemake runs only those"

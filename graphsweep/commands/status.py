@@ -24,7 +24,7 @@ from graphsweep.commands import console as _console
 from graphsweep.commands import fail, plain
 from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import prose
-from graphsweep.judge.interval import centre_ms
+from graphsweep.judge.centre import centre_ms
 from graphsweep.parse.progress import latest_iteration
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.process import process_alive
@@ -33,7 +33,8 @@ from graphsweep.run.submit import read_failure
 from graphsweep.store.runfiles import read_job_side, read_run_info, read_summary
 from graphsweep.store.tables import read_table
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import BLOCKED, EAGER, GRAPH, SweepPaths, UnusableFile
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import BLOCKED, EAGER, GRAPH, UnusableFile
 
 NAME = "status"
 HELP = "show every run of a sweep: planned, queued, running (iteration i/N), done (verdict) or failed (reason)"

@@ -96,12 +96,6 @@ class Judgement:
 # Resolution
 
 
-def centre_ms(medians_ms: Sequence[float]) -> float:
-    """An arm's step time: the geometric mean of its jobs' medians, the centre its interval is built on (the
-    arithmetic is on log medians), so two arms' step times reproduce the speedup printed beside them."""
-    return math.exp(sum(math.log(x) for x in medians_ms) / len(medians_ms))
-
-
 def print_step(values: Sequence[float], max_decimals: int = 6) -> float:
     """Print step of a column of printed numbers: the largest 10^-d (d = 0..max_decimals) all are multiples of.
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import interval as iv
+from graphsweep.judge.centre import centre_ms
 from graphsweep.judge import parity as lp
 from graphsweep.vocab import (
     AA, BASELINE_FAILED, BLOCKED, COMPLETED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN, SPEEDUP,
@@ -315,10 +316,10 @@ def judge_cell(
     if v.eager_mem_gb is not None and v.graph_mem_gb is not None:
         v.mem_delta_gb = v.graph_mem_gb - v.eager_mem_gb
     if e_ok:
-        v.eager_step_ms = iv.centre_ms([r.median_ms for r in e_ok])
+        v.eager_step_ms = centre_ms([r.median_ms for r in e_ok])
         v.eager_resolution_ms = max(r.print_step_ms for r in e_ok)
     if g_ok:
-        v.graph_step_ms = iv.centre_ms([r.median_ms for r in g_ok])
+        v.graph_step_ms = centre_ms([r.median_ms for r in g_ok])
         v.graph_resolution_ms = max(r.print_step_ms for r in g_ok)
     g_out, e_out = {r.outcome for r in graph}, {r.outcome for r in eager}
     _launch_bound(v, e_ok)
@@ -378,8 +379,8 @@ def judge_cell(
         pairs = iv.summarize_pairs([a.median_ms for a, _ in both], [b.median_ms for _, b in both],
                                    [a.print_step_ms for a, _ in both], [b.print_step_ms for _, b in both])
         if pairs:  # the step times the ratio is made of: the complete pairs'
-            v.eager_step_ms = iv.centre_ms([a.median_ms for a, _ in both])
-            v.graph_step_ms = iv.centre_ms([b.median_ms for _, b in both])
+            v.eager_step_ms = centre_ms([a.median_ms for a, _ in both])
+            v.graph_step_ms = centre_ms([b.median_ms for _, b in both])
     j = iv.judge_arms(pairs, iv.ZERO_ARM, margin=margin, alpha=alpha) if pairs else iv.judge_arms(
         ea, ga, margin=margin, alpha=alpha)
     v.design = "paired" if pairs else "unpaired"

@@ -1,6 +1,6 @@
 """A run's folder into its parsed tables: iterations.parquet and summary.json (the parse rule).
 
-The folder is a RunDir (graphsweep/vocab.py) built from the rule's declared files; config.yaml and run.json are
+The folder is a RunDir (graphsweep/layout.py) built from the rule's declared files; config.yaml and run.json are
 validated as they are read (UnusableFile: the file, what is wrong, how to go on), and both outputs are written
 whole (a temp file renamed) only once the run has been parsed.
 
@@ -18,7 +18,8 @@ from graphsweep.parse.run import parse_run, provenance_lines
 from graphsweep.store.tables import write_table
 from graphsweep.fileio import write_json
 from graphsweep.store.runfiles import read_run_config, read_run_info
-from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, GateDecision, RunDir, UnusableFile, pair_run_id
+from graphsweep.layout import RunDir
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, GateDecision, UnusableFile, pair_run_id
 
 
 def parse_run_dir(run: RunDir) -> RunSummary | dict:

@@ -17,7 +17,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from graphsweep.store.tables import read_table
-from graphsweep.vocab import RunSpec, SweepPaths, UnusableFile
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import RunSpec, UnusableFile
 
 
 def spent_by_run(runs: pd.DataFrame | None) -> dict[str, float]:

@@ -20,7 +20,8 @@ from graphsweep.fileio import write_text
 from graphsweep.plan.cost import sweep_cost
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
-from graphsweep.vocab import EAGER, GRAPH, GraphOverrides, LaunchPlan, RunDir, RunSpec, SpecError, SweepPaths, Violation
+from graphsweep.layout import RunDir, SweepPaths
+from graphsweep.vocab import EAGER, GRAPH, GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
 from graphsweep.workloads import bridge_check, builtin
 from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
 from graphsweep.workloads.registry import for_run

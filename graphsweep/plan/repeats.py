@@ -23,7 +23,8 @@ from graphsweep.judge import interval as iv
 from graphsweep.plan.cost import correction, spent_by_run
 from graphsweep.plan.planner import plan_sweep, submitted
 from graphsweep.sweepspec.sweep import Spec
-from graphsweep.vocab import EAGER, INCONCLUSIVE, USABLE_OUTCOMES, RunSpec, SweepPaths, UnusableFile, read_text
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import EAGER, INCONCLUSIVE, USABLE_OUTCOMES, RunSpec, UnusableFile, read_text
 from graphsweep.workloads.registry import for_run
 
 DEFAULT_CAP = 10  # repeats per arm: beyond this, more jobs rarely pay for themselves (docs/statistics.md)

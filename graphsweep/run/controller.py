@@ -30,7 +30,8 @@ from graphsweep.judge.verdict import cell_counts
 from graphsweep.run.process import process_alive, this_process
 from graphsweep.store.readback import check_sweep
 from graphsweep.store.tables import read_table
-from graphsweep.vocab import SweepPaths, UnusableFile, read_json
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import UnusableFile, read_json
 
 
 def _fix(paths: SweepPaths) -> str:

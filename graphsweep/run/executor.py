@@ -46,7 +46,8 @@ from graphsweep.run.sbatch import SubmitRefused
 from graphsweep.run.submit import SubmitSettings, read_side, slurm_outcome, submit_slurm, waiting_limits
 from graphsweep.run.watch import INFRA, RESULT, VANISHED, Event, Fleet, Flight
 from graphsweep.smk import run_dir
-from graphsweep.vocab import JobsDir, SpecError, UnusableFile
+from graphsweep.layout import JobsDir
+from graphsweep.vocab import SpecError, UnusableFile
 
 RUN_RULE = "run"  # rules/run.smk: the only rule this executor runs
 

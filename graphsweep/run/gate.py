@@ -19,9 +19,10 @@ from typing import Any, Sequence
 from graphsweep import logformat as lf
 from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.fileio import write_json, write_text
-from graphsweep.judge.interval import centre_ms
+from graphsweep.judge.centre import centre_ms
 from graphsweep.store.runfiles import read_summary
-from graphsweep.vocab import USABLE_OUTCOMES, GateDecision, LaunchPlan, RunDir
+from graphsweep.layout import RunDir
+from graphsweep.vocab import USABLE_OUTCOMES, GateDecision, LaunchPlan
 
 
 def decide(eager_summaries: Sequence[Path], margin: float) -> GateDecision:

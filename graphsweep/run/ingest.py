@@ -29,7 +29,8 @@ from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name, source_of
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.archive import sha256_file
 from graphsweep.fileio import write_json
-from graphsweep.vocab import AA, CONTROL, EAGER, RunDir
+from graphsweep.layout import RunDir
+from graphsweep.vocab import AA, CONTROL, EAGER
 
 
 class IngestError(ValueError):

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep import provenance, resources
-from graphsweep.vocab import ABBA_DRIVER, PYTHON, TORCHRUN_TEE, LaunchPlan
+from graphsweep.layout import TORCHRUN_TEE
+from graphsweep.vocab import ABBA_DRIVER, PYTHON, LaunchPlan
 
 
 def is_pair_plan(plan: LaunchPlan) -> bool:
@@ -27,7 +28,7 @@ def is_pair_plan(plan: LaunchPlan) -> bool:
 
 def tees_rank_files(plan: LaunchPlan) -> bool:
     """A torchrun of this node (`python -m torch.distributed.run ... --tee=3`) that names no --log-dir: the job gives
-    it one (vocab.TORCHRUN_LOG_DIR_ENV), so its per-rank files land with the run instead of in /tmp."""
+    it one (layout.TORCHRUN_LOG_DIR_ENV), so its per-rank files land with the run instead of in /tmp."""
     if plan.srun or plan.argv[1:3] != ["-m", "torch.distributed.run"]:
         return False
     launcher = []

@@ -39,7 +39,8 @@ from graphsweep.run.submit import (
 )
 from graphsweep.run.watch import SlurmWaiter, still_there
 from graphsweep.store.runfiles import read_run_config
-from graphsweep.vocab import GateDecision, JobsDir, LaunchPlan, RunDir
+from graphsweep.layout import JobsDir, RunDir
+from graphsweep.vocab import GateDecision, LaunchPlan
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Submit one run's job through submitit and read its result: the Slurm parameters of a run, sbatch, the side file,
 the result pickle; and the local executor's job (a child process of this controller).
 
-Reattach: the job id is written to a side file (`results/{sweep}/.jobs/{run_id}/job.json`, vocab.JobsDir) that is
+Reattach: the job id is written to a side file (`results/{sweep}/.jobs/{run_id}/job.json`, layout.JobsDir) that is
 NOT a declared output, so a controller that was killed and started again finds its in-flight Slurm job instead of
 submitting a duplicate. The training log is written under the same folder too and only linked to the declared
 `log.txt` when the job has finished (run/runrule.py): Snakemake deletes incomplete outputs before a rerun, which must
@@ -42,7 +42,8 @@ from graphsweep.run.slurmstate import (
     result_pickle,
 )
 from graphsweep.store.runfiles import read_job_side
-from graphsweep.vocab import TORCHRUN_LOG_DIR_ENV, JobsDir, LaunchPlan, UnusableFile
+from graphsweep.layout import TORCHRUN_LOG_DIR_ENV, JobsDir
+from graphsweep.vocab import LaunchPlan, UnusableFile
 
 
 def _timeout_default() -> int:

@@ -19,7 +19,8 @@ from graphsweep.store.tables import SUMMARY_NOT_COLUMNS, read_table, write_table
 from graphsweep.store.readback import read_run_iterations
 from graphsweep.store.runfiles import read_run_info, read_summary
 from graphsweep.store.timeparts import time_columns
-from graphsweep.vocab import EAGER, PAIR, RunDir, UnusableFile
+from graphsweep.layout import RunDir
+from graphsweep.vocab import EAGER, PAIR, UnusableFile
 
 
 def run_row(plan_row: dict[str, Any], run: RunDir) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from graphsweep import __version__, resources
 from graphsweep.fileio import TMP_SUFFIX, replacing
 from graphsweep.provenance import git_state
 from graphsweep.store.tables import SCHEMA_VERSION, table_info
-from graphsweep.vocab import RunDir, SweepPaths
+from graphsweep.layout import RunDir, SweepPaths
 
 MANIFEST = "manifest.json"
 FORMAT = "graphsweep-archive"

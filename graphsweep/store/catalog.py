@@ -29,7 +29,8 @@ from graphsweep.fileio import copy_file, write_bytes
 from graphsweep.store import schema
 from graphsweep.store.archive import TABLES, ArchiveError, verify_archive
 from graphsweep.store.tables import read_table
-from graphsweep.vocab import SweepPaths, UnusableFile
+from graphsweep.layout import SweepPaths
+from graphsweep.vocab import UnusableFile
 
 LIVE = "live"
 NOT_SWEEPS = {SweepPaths.ARCHIVES, SweepPaths.JOBS, SweepPaths.RUN_DIRS}  # folders of a sweep that hold no sweep

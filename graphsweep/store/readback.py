@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 
 from graphsweep.store.runfiles import read_job_side, read_run_config, read_run_info, read_summary
 from graphsweep.store.tables import KEY_COLUMNS, read_table
-from graphsweep.vocab import PAIR, RunDir, SweepPaths, UnusableFile
+from graphsweep.layout import RunDir, SweepPaths
+from graphsweep.vocab import PAIR, UnusableFile
 
 
 def read_run_iterations(run: RunDir) -> pd.DataFrame:
@@ -56,7 +57,7 @@ def check_sweep(paths: SweepPaths, run_ids: Iterable[str], pairs: Iterable[str] 
     for run_id in run_ids:
         run = paths.run(run_id)
         if outside := run.link_out():  # its outputs would be written through the link
-            raise outside
+            raise UnusableFile(*outside)
         read_job_side(paths.jobs(run_id))
         if not run.root.exists():
             continue

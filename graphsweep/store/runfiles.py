@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from graphsweep.vocab import JobsDir, RunDir, UnusableFile, read_json, read_text
+from graphsweep.layout import JobsDir, RunDir
+from graphsweep.vocab import UnusableFile, read_json, read_text
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: a sweep has thousands of configs
 

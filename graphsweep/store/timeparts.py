@@ -24,7 +24,7 @@ import pandas as pd
 
 from graphsweep.store.readback import read_run_iterations
 from graphsweep.store.runfiles import read_run_info, read_summary
-from graphsweep.vocab import RunDir
+from graphsweep.layout import RunDir
 
 STAMP_S = 1.0  # the lines' stamps (Bridge), start_utc and end_utc are truncated to whole seconds
 UNTIMED_MIN_S = 2 * STAMP_S  # what the two splits may differ by from their stamps alone

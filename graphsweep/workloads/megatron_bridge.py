@@ -29,9 +29,8 @@ from graphsweep.constraints.hydra import OverrideError, format_override, parse_v
 from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.constraints.graph import GRAPH_FIELDS
 from graphsweep.workloads.base import RunCost
-from graphsweep.vocab import (
-    EAGER, EAGER_VARIANT, TORCHRUN_TEE, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation,
-)  # fmt: skip
+from graphsweep.layout import TORCHRUN_TEE
+from graphsweep.vocab import EAGER, EAGER_VARIANT, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
 
 KIND = "megatron_bridge"
 ENTRY_RELPATH = "graphsweep/entry/megatron_entry.py"  # under resources.SOURCE_ROOT, or the profile's graphsweep_dir
@@ -360,7 +359,7 @@ def launch_plan(run: RunSpec, *, rank_log_dir: str | None = None) -> LaunchPlan:
     if rank_log_dir or gpn > 1:
         # several ranks: each one's stdout and stderr in its own file, and on the console as whole lines with a
         # `[default<local rank>]:` prefix (never two ranks glued on one line); without --log-dir the local executor
-        # names the folder (vocab.TORCHRUN_LOG_DIR_ENV) and keeps the files in runs/{run_id}/ranks/
+        # names the folder (layout.TORCHRUN_LOG_DIR_ENV) and keeps the files in runs/{run_id}/ranks/
         torchrun.append(TORCHRUN_TEE)
     return LaunchPlan(
         argv=[*torchrun, *program], env=env, gpus=run.gpus, nodes=1, gpus_per_node=gpn, tasks_per_node=1,
