@@ -25,6 +25,7 @@ from graphsweep import logformat as lf
 from graphsweep.parse import captured, crash, signatures as sg
 from graphsweep.parse.measure import measure
 from graphsweep.parse.records import Evidence, Hit, Mark, RunSummary
+from graphsweep.parse.retry import retry_note
 from graphsweep.parse.signatures import INFRA_STATES, TIME_LIMIT, Signature
 from graphsweep.vocab import (
     BLOCKED, CANCELLED, CAPTURE, COMPLETED, CRASHED, EAGER, GRAPH, INFRA_OUTCOMES, INVALID, LOST, OOM, SETUP, STEADY,
@@ -506,7 +507,7 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
     if s.outcome == CRASHED:
         _retry_policy(c)
     if s.outcome not in INFRA_OUTCOMES:
-        _retry_note(s)
+        retry_note(s)
     return s
 
 
@@ -582,20 +583,3 @@ def _cause(h: Hit) -> str:
     name."""
     cuda = lf.CUDA_ERROR.decode()
     return _with_enum(_after(h.text, cuda if cuda in h.text else h.sig.needle.decode()), h)
-
-
-def _retry_note(s: RunSummary) -> None:
-    prev = [p for p in s.previous_attempts if p.get("signature")]
-    if not prev:
-        if s.transient and s.outcome != COMPLETED:
-            s.reason += f" [transient signature '{s.transient}': one automatic retry applies (docs/failures.md)]"
-        return
-    p = prev[-1]
-    where = f" at {p['file']}:{p['line']}" if p.get("line") else f" ({p.get('log')})"
-    if s.outcome == COMPLETED:
-        s.reason += f" [retried once after transient '{p['signature']}'{where}]"
-    elif s.transient and s.transient == p["signature"]:
-        s.reason += f" [failed the same way twice: attempt 1 '{p['signature']}'{where}; attempt 2 " \
-                    f"{s.signature_file}:{s.signature_line}]"
-    else:
-        s.reason += f" [previous attempt failed with transient '{p['signature']}'{where}]"

@@ -22,8 +22,8 @@ import os
 import shlex
 import socket
 import sys
+from pathlib import Path
 from typing import Any, Sequence
-
 
 from graphsweep.fileio import write_json
 from graphsweep.judge.verdict import cell_counts
