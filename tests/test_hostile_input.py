@@ -279,6 +279,7 @@ def test_compare_spells_out_a_log_lines_escape_sequences(capsys, tmp_path):
     assert "check_for_nan_in_loss=False.\\x1b[2J\\x1b]0;owned" in out
 
 
+@pytest.mark.slow
 def test_report_md_shows_the_description_as_text_not_html(tmp_path):
     sweep = tmp_path / "h200-builtin"
     shutil.copytree(EXAMPLE, sweep)

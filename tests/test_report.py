@@ -16,8 +16,10 @@ from graphsweep.store.tables import read_table, write_table
 from tests.support import SWEEP, build_sweep
 
 
-@pytest.fixture()
-def reports(tmp_path: Path) -> tuple[str, str, Path]:
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, Path]:
+    """Written once for the tests that only read it (a report costs seconds); a test that changes a table builds its own."""
+    tmp_path = tmp_path_factory.mktemp("reports")
     paths = build_sweep(tmp_path / "tables")
     out = tmp_path / "results" / SWEEP
     write_reports(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"], out / "report.md", out / "report.html")
@@ -145,6 +147,7 @@ def test_one_axis_sweep_gets_a_bar_chart(tmp_path: Path) -> None:
     assert 'id="shapes-by-variants"' in page and "Speedup by" not in page
 
 
+@pytest.mark.slow
 def test_traces_are_capped_with_a_note(tmp_path: Path) -> None:
     paths = build_sweep(tmp_path / "t")
     comp = read_table(paths["comparison"])

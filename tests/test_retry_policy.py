@@ -47,6 +47,7 @@ def _run(tmp_path: Path, arm: str, lines: list[str]) -> tuple[dict, list[str]]:
     return record, said
 
 
+@pytest.mark.slow
 def test_a_network_fault_is_retried_once_and_a_second_failure_is_the_result(tmp_path: Path) -> None:
     record, said = _run(tmp_path, GRAPH, TE12 + [NETWORK])
     assert any("transient failure (torch.distributed.DistNetworkError); retrying once" in s for s in said), said
