@@ -359,6 +359,7 @@ def test_the_real_archive_still_verifies_and_catalogs(archive, tmp_path, capsys)
     assert list((tmp_path / "cat" / "comparison").glob("sweep=h200-builtin/archive=*/comparison.parquet"))
 
 
+@pytest.mark.slow
 def test_a_one_gib_manifest_in_a_small_tarball_is_refused_unread(tmp_path, capsys):
     class Zeros(io.RawIOBase):
         def __init__(self, n: int):

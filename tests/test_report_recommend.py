@@ -66,6 +66,7 @@ def sweep(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.mark.slow
 def test_each_shape_gets_a_choice_or_stay_eager_with_why(sweep: dict[str, Path], tmp_path: Path) -> None:
     md, page = _report(sweep, tmp_path)
     rec = _section(md)
