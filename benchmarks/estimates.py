@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.plan.cost import correction, spent_by_run
 from graphsweep.plan.planner import plan_sweep, submitted
+from graphsweep.store.runfiles import read_yaml
 from graphsweep.store.tables import read_table
 from graphsweep.store.timeparts import time_parts
 from graphsweep.sweepspec.load import load_spec
@@ -71,7 +71,7 @@ def _parsed_folder(folder: Path) -> pd.DataFrame:
     for d in sorted(p for p in folder.iterdir() if (p / RunDir.RUN).is_file()):
         run = RunDir(d)
         info = json.loads(run.run_json.read_text())
-        cfg = yaml.safe_load(run.config.read_text())["run"]
+        cfg = read_yaml(run.config)["run"]
         arm = GRAPH if cfg["arm"] == GRAPH else EAGER
         parsed = parse_run(run.logs(), arm=arm, warmup=cfg.get("warmup"), run_info=info, run_id=run.run_id)
         summary = summary_to_dict(parsed.summary)

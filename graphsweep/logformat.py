@@ -271,7 +271,6 @@ def loss_broken_from(rows: Sequence[tuple[int, float]]) -> int | None:
     missing = [i for i, x in rows if x != x and i > finite[0] and i not in printed and (i - finite[-1]) % every == 0]
     bad = [*missing[:1], *inf]
     return min(bad) if bad else None
-ANY_LOSS_KEY = re.compile(rb"\| [\w ]*loss: ")
 # Bridge print_rank_0 (docs/megatron-facts.md §5.2): "Step Time : {sec:.2f}s GPU utilization: {tflops:.1f}MODEL_TFLOP/s/GPU"
 STEP_NEEDLE = b"Step Time :"
 STEP = re.compile(rb"Step Time :\s*([\d.]+)s GPU utilization:\s*([\d.]+)(?:MODEL_)?TFLOP/s/GPU")

@@ -48,7 +48,6 @@ FAILED, BASELINE_FAILED = "failed", "baseline-failed"
 VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED, BLOCKED, OOM, INVALID, FAILED, BASELINE_FAILED,
             NOT_COMPARABLE)
 TIMING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED)  # the arms' step times were compared
-DECIDED_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL)
 # Verdicts that compare the two arms, so they need runs made in one environment
 COMPARING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED, OOM)
 # speedup green, slowdown red, neutral grey, inconclusive amber, the rest purple / dark

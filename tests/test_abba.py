@@ -234,6 +234,7 @@ def test_each_pair_job_gives_an_eager_and_a_graph_run_with_the_jobs_cost_split(t
     assert sorted(one.segment.unique()) == ["A1", "A2"]
 
 
+@pytest.mark.slow
 def test_pairing_removes_node_to_node_variance_from_the_verdict(tmp_path, fake_train):
     # four jobs on nodes up to 30 % apart; within every job the graph arm is 10 % faster
     node_speed = [1.0, 1.3, 0.85, 1.15]
@@ -253,6 +254,7 @@ def test_pairing_removes_node_to_node_variance_from_the_verdict(tmp_path, fake_t
     assert np.log(row.ci_high / row.ci_low) < np.log(unpaired.ci_high / unpaired.ci_low) / 5
 
 
+@pytest.mark.slow
 def test_a_graph_arm_that_ooms_in_its_segments_is_an_oom_cell(tmp_path, fake_train):
     _, runs, cmp = _sweep(tmp_path, fake_train, [1.0, 1.0], graph_extra=("oom",))
     assert set(runs[runs.arm == "graph"].outcome) == {"oom"}

@@ -262,6 +262,7 @@ def markup_spec(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_printed_commands_are_the_plan_commands_byte_for_byte(tmp_path, markup_spec):
     plan = tmp_path / "plan.parquet"
     graphsweep = [sys.executable, "-m", "graphsweep.cli", "plan", "--commands"]
@@ -516,7 +517,9 @@ CANNOT_RUN = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", sorted(CANNOT_RUN))
+# planning 100000 runs before refusing them takes seconds
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "more runs than a plan may have" else c
+                                  for c in sorted(CANNOT_RUN)])
 def test_check_spec_refuses_what_cannot_give_a_verdict(tmp_path, capsys, monkeypatch, case):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "spec.yaml"
@@ -550,6 +553,7 @@ def test_the_budget_has_a_default_a_user_can_see(tmp_path, capsys):
     assert schema["properties"]["budget_gpu_hours"]["default"] == 500
 
 
+@pytest.mark.slow
 def test_the_examples_still_pass(capsys):
     for spec in sorted((ROOT / "configs" / "examples").glob("*.yaml")):
         rc, _, err = run_cli(capsys, "check-spec", spec)
@@ -587,11 +591,13 @@ def test_an_ingest_pattern_that_backtracks_forever_is_stopped_with_one_line(tmp_
     assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.slow
 def test_version():
     proc = subprocess.run([sys.executable, "-m", "graphsweep.cli", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == f"graphsweep {graphsweep.__version__}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     "-m graphsweep.cli check --rules", "-m graphsweep.cli plan --dry-run --commands configs/sweep.yaml",
     "-m graphsweep.cli check-spec configs/examples/megatron-tiny-moe.yaml", "-m graphsweep.provenance",
@@ -610,6 +616,7 @@ README = (ROOT / "README.md").read_text()
 README_WORDS = " ".join(README.split())  # prose wraps anywhere
 
 
+@pytest.mark.slow
 def test_readme_check_example_runs_as_pasted_in_a_shell(tmp_path):
     block = README.split(".venv/bin/graphsweep check model.", 1)[1].split("\n.venv/bin/graphsweep plan", 1)[0]
     command = "graphsweep check model." + block.replace("\\\n", " ")

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from graphsweep.commands.compare import parsed_runs
 from graphsweep.judge import verdict as vd
@@ -26,6 +25,7 @@ from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.report.write import write_reports
 from graphsweep.store.aggregate import aggregate
+from graphsweep.store.runfiles import read_yaml  # libyaml: collection reads every example run's config
 from graphsweep.store.tables import read_table
 from graphsweep.layout import RunDir
 from graphsweep.vocab import COMPLETED, GRAPH, INVALID, UNCAPTURED
@@ -53,7 +53,7 @@ def zero_graphs(text: str) -> str:
 
 def _graph_runs() -> list[Path]:
     return sorted(p for p in EXAMPLES.glob("*/runs/*") if (p / "config.yaml").is_file()
-                  and yaml.safe_load((p / "config.yaml").read_text())["run"]["arm"] == GRAPH)
+                  and read_yaml(p / "config.yaml")["run"]["arm"] == GRAPH)
 
 
 def _expected(run: dict) -> int:
@@ -66,7 +66,7 @@ def _expected(run: dict) -> int:
 
 @pytest.mark.parametrize("folder", _graph_runs(), ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_every_real_graph_run_says_what_it_captured(folder: Path) -> None:
-    run = yaml.safe_load((folder / "config.yaml").read_text())["run"]
+    run = read_yaml(folder / "config.yaml")["run"]
     s = parse_run(RunDir(folder).logs(), arm=GRAPH, warmup=int(run["warmup"])).summary
     if s.outcome != COMPLETED:  # an OOM or a blocked capture holds no count to check
         assert s.graphs_captured is None or s.graphs_captured > 0, s.reason
@@ -123,6 +123,7 @@ def test_the_entrys_no_graph_line_makes_the_cell_invalid_never_a_speedup(tmp_pat
     assert v.speedup is not None and v.graphs_captured == 8
 
 
+@pytest.mark.slow
 def test_the_report_shows_what_each_cell_captured(tmp_path: Path) -> None:
     """The real tiny MoE sweep through parse, aggregate, compare and report, its attn runs EDITED to hold no graph."""
     out = tmp_path / "megatron-tiny-moe"

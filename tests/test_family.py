@@ -14,6 +14,7 @@ import pytest
 
 from tests.support import benchmark
 
+pytestmark = pytest.mark.slow  # the real H200 jobs' logs are parsed first (benchmarks/realjobs.py)
 realjobs = benchmark("realjobs")
 validate_family = benchmark("validate_family")
 

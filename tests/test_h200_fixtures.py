@@ -20,6 +20,7 @@ def compare(eager: str, graph: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("graph_log, low, high", [("full.log", 2.0, 2.8), ("attnmlp.log", 1.3, 1.7)])
 def test_one_job_per_arm_estimates_but_does_not_claim_the_speedup(graph_log, low, high):
     """One job per arm cannot show the job-to-job spread (launch-bound eager jobs of this shape ran at 13.1-16.8 ms:

@@ -92,6 +92,7 @@ def _shares() -> dict[str, float]:
     return {r: sum(x[r] for x in rows) / 3 for r in host_time.REGIONS}
 
 
+@pytest.mark.slow
 def test_the_report_says_what_each_scope_covers_and_what_stays_eager(tmp_path: Path) -> None:
     """The real 128-expert MoE sweep through parse, aggregate, compare and report."""
     out = tmp_path / "megatron-moe-128e"

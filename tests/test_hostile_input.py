@@ -279,6 +279,7 @@ def test_compare_spells_out_a_log_lines_escape_sequences(capsys, tmp_path):
     assert "check_for_nan_in_loss=False.\\x1b[2J\\x1b]0;owned" in out
 
 
+@pytest.mark.slow
 def test_report_md_shows_the_description_as_text_not_html(tmp_path):
     sweep = tmp_path / "h200-builtin"
     shutil.copytree(EXAMPLE, sweep)
@@ -358,6 +359,7 @@ def test_the_real_archive_still_verifies_and_catalogs(archive, tmp_path, capsys)
     assert list((tmp_path / "cat" / "comparison").glob("sweep=h200-builtin/archive=*/comparison.parquet"))
 
 
+@pytest.mark.slow
 def test_a_one_gib_manifest_in_a_small_tarball_is_refused_unread(tmp_path, capsys):
     class Zeros(io.RawIOBase):
         def __init__(self, n: int):

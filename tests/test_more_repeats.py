@@ -104,6 +104,7 @@ def test_a_broken_extra_repeats_file_stops_the_workflow_with_the_key(tmp_path):
     assert "repeats.some.cell" in proc.stderr + proc.stdout and "'many'" in proc.stderr + proc.stdout
 
 
+@pytest.mark.slow
 def test_more_repeats_without_results_says_what_to_run(tmp_path):
     workdir = copy_workflow(tmp_path)
     (workdir / "configs" / "adaptive.yaml").write_text(yaml.safe_dump(SPEC, sort_keys=False))

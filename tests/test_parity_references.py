@@ -174,6 +174,7 @@ def _workflow_compare(tmp_path: Path, scale_loss: dict[str, Callable[[int], floa
         "cell_id")
 
 
+@pytest.mark.slow
 def test_a_diverging_control_run_widens_nothing_in_either_path(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """A/A run r1 of seq 512 x1.05 from iteration 10, every full_iteration graph run 2 % off. Before: in the

@@ -16,8 +16,10 @@ from graphsweep.store.tables import read_table, write_table
 from tests.support import SWEEP, build_sweep
 
 
-@pytest.fixture()
-def reports(tmp_path: Path) -> tuple[str, str, Path]:
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, Path]:
+    """Written once for the tests that only read it (a report costs seconds); a test that changes a table builds its own."""
+    tmp_path = tmp_path_factory.mktemp("reports")
     paths = build_sweep(tmp_path / "tables")
     out = tmp_path / "results" / SWEEP
     write_reports(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"], out / "report.md", out / "report.html")
@@ -58,6 +60,7 @@ def test_markdown_counts_costs_and_caveats(reports: tuple[str, str, Path]) -> No
     assert "0 of 1 judged control cells flagged" in md
 
 
+@pytest.mark.slow
 def test_markdown_pipes_inside_reasons_do_not_break_the_table(tmp_path: Path) -> None:
     paths = build_sweep(tmp_path / "t")
     comp = read_table(paths["comparison"])
@@ -125,6 +128,7 @@ def test_cost_accounting_adds_up(tmp_path: Path) -> None:
     assert cost.avoided_shared_gpu_h == pytest.approx(expected / 3600)
 
 
+@pytest.mark.slow
 def test_no_control_cells_says_so(tmp_path: Path) -> None:
     paths = build_sweep(tmp_path / "t", aa=False)
     write_reports(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"], tmp_path / "r.md", tmp_path / "r.html")
@@ -132,6 +136,7 @@ def test_no_control_cells_says_so(tmp_path: Path) -> None:
     assert "no A/A control cells were run" in (tmp_path / "r.html").read_text()
 
 
+@pytest.mark.slow
 def test_one_axis_sweep_gets_a_bar_chart(tmp_path: Path) -> None:
     paths = build_sweep(tmp_path / "t")
     for name in ("plan", "comparison"):
@@ -145,6 +150,7 @@ def test_one_axis_sweep_gets_a_bar_chart(tmp_path: Path) -> None:
     assert 'id="shapes-by-variants"' in page and "Speedup by" not in page
 
 
+@pytest.mark.slow
 def test_traces_are_capped_with_a_note(tmp_path: Path) -> None:
     paths = build_sweep(tmp_path / "t")
     comp = read_table(paths["comparison"])
@@ -156,6 +162,7 @@ def test_traces_are_capped_with_a_note(tmp_path: Path) -> None:
     assert f"Showing the first {TRACE_CAP} of 32 cells with iteration data" in page
 
 
+@pytest.mark.slow
 def test_report_of_a_real_comparison(tmp_path: Path) -> None:
     """The comparison written by graphsweep.judge.compare (list columns, its own reasons) reports the same way."""
     from graphsweep.judge.compare import compare
@@ -175,6 +182,7 @@ def test_report_of_a_real_comparison(tmp_path: Path) -> None:
     assert comp.set_index("cell_id").verdict["h1024-mb1-3f9a.full_iteration"] == "speedup"  # 63 ms vs 9.2 ms
 
 
+@pytest.mark.slow
 def test_aa_false_positive_is_counted_and_shown(tmp_path: Path) -> None:
     paths = build_sweep(tmp_path / "t")
     comp = read_table(paths["comparison"])

@@ -66,6 +66,7 @@ def sweep(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.mark.slow
 def test_each_shape_gets_a_choice_or_stay_eager_with_why(sweep: dict[str, Path], tmp_path: Path) -> None:
     md, page = _report(sweep, tmp_path)
     rec = _section(md)
@@ -208,6 +209,7 @@ def test_builtin_flags_are_what_the_graph_command_adds_to_eager() -> None:
         assert g == e[:-2] + list(o.paste) and o.shared == ()
 
 
+@pytest.mark.slow
 def test_unset_axis_values_print_nothing(tmp_path: Path) -> None:
     """An include: shape that leaves an axis unset (NaN in the tables) prints no 'nan' anywhere."""
     assert fmt_value(float("nan")) == "" and fmt_value(None) == "" and fmt_value(2.0) == "2"
@@ -222,6 +224,7 @@ def test_unset_axis_values_print_nothing(tmp_path: Path) -> None:
     assert "mem_fraction=0.0113" in md and "mem_fraction" in page
 
 
+@pytest.mark.slow
 def test_true_grids_keep_two_axis_heatmaps_and_other_shapes_get_one_grid(tmp_path: Path) -> None:
     paths = build_sweep(tmp_path / "t")  # hidden {1024, 2048} x micro_batch {1, 2}: all four shapes, a full grid
     t = load_tables(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"])

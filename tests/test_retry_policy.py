@@ -47,6 +47,7 @@ def _run(tmp_path: Path, arm: str, lines: list[str]) -> tuple[dict, list[str]]:
     return record, said
 
 
+@pytest.mark.slow
 def test_a_network_fault_is_retried_once_and_a_second_failure_is_the_result(tmp_path: Path) -> None:
     record, said = _run(tmp_path, GRAPH, TE12 + [NETWORK])
     assert any("transient failure (torch.distributed.DistNetworkError); retrying once" in s for s in said), said
@@ -57,6 +58,7 @@ def test_a_network_fault_is_retried_once_and_a_second_failure_is_the_result(tmp_
     assert "failed the same way twice" in s.reason and f"{first['log']}:{len(TE12) + 1}" in s.reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm,lines,retried", [
     (EAGER, EAGER12 + IMA, True),  # NVIDIA's harness retries a kernel fault of the code it runs
     (GRAPH, TE12 + IMA, False),  # a graph arm's CUDA error is the graph's

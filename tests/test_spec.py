@@ -93,6 +93,7 @@ def test_bad_spec_names_file_key_and_value(tmp_path, change, key, value_text, pr
     assert problem in message
 
 
+@pytest.mark.slow
 def test_check_spec_cli_fails_with_the_message_and_exit_2(tmp_path):
     path = write(tmp_path, {**BASE, "repeats": 0})
     proc = subprocess.run([sys.executable, "-m", "graphsweep.cli", "check-spec", str(path)], capture_output=True, text=True)
@@ -100,6 +101,7 @@ def test_check_spec_cli_fails_with_the_message_and_exit_2(tmp_path):
     assert str(path) in proc.stderr and "key 'repeats'" in proc.stderr and "0" in proc.stderr
 
 
+@pytest.mark.slow
 def test_check_spec_cli_accepts_the_default_sweep(repo_root):
     proc = subprocess.run(
         [sys.executable, "-m", "graphsweep.cli", "check-spec", "--json", str(repo_root / "configs/sweep.yaml")],

@@ -225,6 +225,7 @@ def test_benjamini_hochberg():
 # 6. The validation table ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_validation_table_meets_the_targets(tmp_path: Path) -> None:
     out = tmp_path / "validation.json"
     validate_stats.main(["--draws", "150", "--json", str(out)])

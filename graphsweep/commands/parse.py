@@ -23,8 +23,6 @@ from graphsweep.vocab import BLOCKED, COMPLETED, CRASHED, EAGER, GRAPH, INVALID,
 NAME = "parse"
 HELP = "parse Megatron Bridge / Megatron-LM logs of one run: outcome, phase, proving line, steady step time"
 
-JSON_KEYS = ("outcome", "error_class", "phase", "n_iterations", "steady_first", "steady_last", "step_ms_median",
-             "peak_mem_gb", "capture_seen", "signature")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -18,7 +18,6 @@ LAUNCH = "launch"  # argparse / Hydra, before any Megatron code: blocked (launch
 CONFIG = "config"  # config validation and model setup (Bridge ConfigContainer.validate, MCore __post_init__, helpers)
 CAPTURE = "capture"  # inside the graph capture or its first replay: blocked (capture)
 NEVER = "never"  # graphsweep's own rule: nobody prints a text for it
-STAGES = (LAUNCH, CONFIG, CAPTURE, NEVER)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,6 @@ class FileScan:
     iter_lines_unparsed: int = 0
     lm_loss_seen: bool = False
     step_tflops: array = field(default_factory=lambda: array("d"))  # Step Time lines in file order
-    step_count_at: int = 0
     # memory: iteration -> values of lf.MEM_FIELDS [alloc, max_alloc, max_reserved, reserved] (max over ranks)
     memory: dict[int, list[float]] = field(default_factory=dict)
     peaks_reset: int | None = None  # `[graphsweep] memory peaks reset after iteration i`: later mem-max-* start there

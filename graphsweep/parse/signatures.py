@@ -437,11 +437,6 @@ def transient_of(seen: Iterable[tuple[Signature, bool]], arm: str | None, *,
     return min(cand, key=lambda s: (s.symptom, _ORDER[s])) if cand else None
 
 
-def withheld(seen: Iterable[tuple[Signature, bool]], arm: str | None) -> Signature | None:
-    """A signature that would be transient in an eager arm or while no graph runs but is not here (why no retry)."""
-    return next((s for s, cap in seen if s.retry and not s.neutral and not retries(s, arm, cap)), None)
-
-
 class _Progress:
     """Where a log was when a line was printed, as classify.phase_of reads it: the last iteration, whether a capture
     had started and not finished (logformat's capture markers), whether one had finished (a graph arm's graphs then

@@ -146,11 +146,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def tables_in(out: str | Path) -> dict[str, int]:
-    """Rows per table in a catalog (for a quick look)."""
-    return {t.name: sum(pq.ParquetFile(f).metadata.num_rows for f in t.rglob("*.parquet"))
-            for t in sorted(Path(out).iterdir()) if t.is_dir()}  # fmt: skip
-
-
 if __name__ == "__main__":
     sys.exit(main())

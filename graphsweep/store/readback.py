@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from graphsweep.store.runfiles import read_job_side, read_run_config, read_run_info, read_summary
 from graphsweep.store.tables import KEY_COLUMNS, read_table
 from graphsweep.layout import RunDir, SweepPaths
-from graphsweep.vocab import PAIR, UnusableFile
+from graphsweep.vocab import UnusableFile
 
 
 def read_run_iterations(run: RunDir) -> pd.DataFrame:
@@ -76,6 +76,3 @@ def check_sweep(paths: SweepPaths, run_ids: Iterable[str], pairs: Iterable[str] 
                 _check_table(run.iterations, "iterations", run.fix_for(run.iterations))
 
 
-def pair_ids(plan_rows: Iterable[tuple[str, str]]) -> list[str]:
-    """The pair jobs among (run_id, arm) rows (their summary.json holds both arms)."""
-    return [run_id for run_id, arm in plan_rows if arm == PAIR]

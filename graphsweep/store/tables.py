@@ -49,7 +49,6 @@ KEY_COLUMNS = {
     "iterations": ["run_id", "iteration", "elapsed_ms"],
     "comparison": ["cell_id", "variant", "verdict"],
 }
-META_KEYS = ("graphsweep.schema_version", "graphsweep.table", "graphsweep.version", "graphsweep.extra")
 
 
 class SchemaVersionError(UnusableFile):

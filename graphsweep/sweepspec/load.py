@@ -5,6 +5,8 @@ Every problem is a SpecError that names the file, the key and the value (graphsw
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 import json
 import re
@@ -23,16 +25,27 @@ from graphsweep.vocab import RESERVED_VARIANT_NAMES, SpecError
 from graphsweep.workloads.registry import workload_for
 
 
+_YAML = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
+
+
+@functools.cache
+def _parsed(name: str) -> dict[str, Any]:
+    """A schema of the package parsed once a process: one command reads the sweep schema four times, 0.2 s each with
+    the pure-Python loader. Callers get copies (_load_schema) or only read it (the cached validator)."""
+    return yaml.load(resources.read_text(name), Loader=_YAML)  # noqa: S506 - a safe loader
+
+
 def _load_schema() -> dict[str, Any]:
     """The sweep schema, package data (graphsweep/schemas/sweep.schema.yaml): an installed graphsweep validates too."""
-    return yaml.safe_load(resources.read_text(resources.SWEEP_SCHEMA))
+    return copy.deepcopy(_parsed(resources.SWEEP_SCHEMA))
 
 
+@functools.cache
 def _validator() -> jsonschema.Draft202012Validator:
     """The sweep schema's validator; its `executor.slurm` is the workflow schema's `slurm` block (one place for the
     Slurm settings a spec and a profile may give), found through the sweep schema's $id."""
-    schema = _load_schema()
-    config = yaml.safe_load(resources.read_text(resources.CONFIG_SCHEMA))
+    schema = _parsed(resources.SWEEP_SCHEMA)
+    config = _parsed(resources.CONFIG_SCHEMA)
     uri = schema["$id"].rsplit("/", 1)[0] + "/" + resources.CONFIG_SCHEMA.rsplit("/", 1)[1]
     registry: Registry = Registry().with_resource(uri, Resource.from_contents(config))
     return jsonschema.Draft202012Validator(schema, registry=registry)
