@@ -12,7 +12,8 @@ from typing import Any, Iterable
 
 from graphsweep import __version__
 from graphsweep.judge import prose
-from graphsweep.vocab import BLOCKED, TIMING_VERDICTS, VERDICT_COLORS
+from graphsweep.report.colours import VERDICT_COLORS
+from graphsweep.vocab import BLOCKED, TIMING_VERDICTS
 from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, as_number, flag, headroom, id_list, is_control
 from graphsweep.report import gpu_time, recommend
 from graphsweep.report.captured import GRAPHS_TITLE, graphs_held

@@ -23,7 +23,8 @@ from graphsweep.judge import prose
 from graphsweep.report.data import SweepTables, as_number, id_list, is_control
 from graphsweep.report.shapes import shape_axes, shapes, varying_axes
 from graphsweep.report.text import cell_label, fmt_value, memory_figure
-from graphsweep.vocab import AA, EAGER, GRAPH, INCONCLUSIVE, NEUTRAL, OOM, SLOWDOWN, SPEEDUP, USABLE_OUTCOMES, VERDICT_COLORS
+from graphsweep.report.colours import VERDICT_COLORS
+from graphsweep.vocab import AA, EAGER, GRAPH, INCONCLUSIVE, NEUTRAL, OOM, SLOWDOWN, SPEEDUP, USABLE_OUTCOMES
 
 
 

@@ -18,9 +18,8 @@ from graphsweep.constraints.rules import FULL_ITERATION_DROPLESS_MOE
 from graphsweep.judge import parity as lp
 from graphsweep.judge import prose
 from graphsweep.judge import verdict as vd
-from graphsweep.vocab import (
-    AA, BASELINE_FAILED, BLOCKED, INCONCLUSIVE, NEUTRAL, SLOWDOWN, SPEEDUP, VERDICT_COLORS, VERDICTS,
-)  # fmt: skip
+from graphsweep.report.colours import VERDICT_COLORS
+from graphsweep.vocab import AA, BASELINE_FAILED, BLOCKED, INCONCLUSIVE, NEUTRAL, SLOWDOWN, SPEEDUP, VERDICTS
 from graphsweep.report.data import GATE_CLASS, SweepTables, as_number, flag
 from graphsweep.report.shapes import Overrides, graph_overrides, shape_axes
 from graphsweep.report.text import cell_label, level, md_code, md_inline, md_text
