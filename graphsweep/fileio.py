@@ -4,7 +4,9 @@ A writer puts its bytes into a temp file beside the target (same folder, so the 
 renames it over the target only once it is complete: a reader, or the next controller after a kill -9, never sees
 half a file. The temp name is `.{name}.{pid}-{random}.tmp`: hidden, unique per writer (two processes writing one
 file never share a temp file), and ending in `.tmp`, which the archive leaves out (store/archive.py). A writer that
-fails removes its temp file. Standard library only (the job side writes through it too).
+fails removes its temp file. Reading back is here too: a file graphsweep reads that is missing or damaged raises
+`UnusableFile`, one line with the file, the problem and the fix (`read_text`, `read_json`). Standard library only
+(the job side writes through it too).
 """
 
 from __future__ import annotations
@@ -92,3 +94,47 @@ def _link_or_copy(src: str, dst: str) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copyfile(src, dst)
+
+
+# --------------------------------------------------------------------------------------------------
+# Files read back: a damaged one is one line (the file, what is wrong, how to go on), never a traceback
+class UnusableFile(ValueError):
+    """A file graphsweep reads back (a table, a run's record, a guard's record, a side file) cannot be used.
+
+    The message is one line: the file, what is wrong with it, and what to do (`fix`)."""
+
+    def __init__(self, path: str | Path, problem: str, fix: str = ""):
+        self.path, self.problem, self.fix = str(path), problem, fix
+        super().__init__(f"{path}: {problem}" + (f"; {fix}" if fix else ""))
+
+
+def read_text(path: str | Path, fix: str = "") -> str:
+    """A UTF-8 text file, or UnusableFile saying why not (missing, a folder, unreadable, not UTF-8)."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UnusableFile(path, "missing", fix) from None
+    except IsADirectoryError:
+        raise UnusableFile(path, "is a folder, not a file", fix) from None
+    except OSError as exc:
+        raise UnusableFile(path, f"cannot be read ({exc.strerror})", fix) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnusableFile(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", fix) from None
+
+
+def read_json(path: str | Path, fix: str = "", required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A JSON object graphsweep wrote, with the keys it must have, or UnusableFile naming the file and the problem."""
+    text = read_text(path, fix)
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        where = f" (line {exc.lineno}, column {exc.colno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise UnusableFile(path, f"not valid JSON{where}" if text.strip() else "empty", fix) from None
+    if not isinstance(record, dict):
+        raise UnusableFile(path, f"holds a JSON {type(record).__name__}, not the object graphsweep writes", fix)
+    missing = [k for k in required if k not in record]
+    if missing:
+        raise UnusableFile(path, f"lacks the key(s) {', '.join(missing)} graphsweep writes", fix)
+    return record

@@ -20,8 +20,8 @@ MARK = "[graphsweep]"
 # graphsweep's markers (written by graphsweep/entry/builtin_gpt.py and graphsweep/entry/megatron_entry.py)
 PROVENANCE = f"{MARK} provenance: "  # + one JSON object: the CUDA stack as the training process sees it
 DEVICE = f"{MARK} device: "  # builtin: device name, torch and CUDA versions
-BLOCKED = f"{MARK} blocked: "  # builtin: the arm cannot run here (exit 3)
-NO_CUDA = f"{BLOCKED}CUDA graphs need a CUDA device (torch.cuda.is_available() is False)"
+ARM_BLOCKED = f"{MARK} blocked: "  # builtin: the arm cannot run here (exit 3; the outcome is vocab.BLOCKED)
+NO_CUDA = f"{ARM_BLOCKED}CUDA graphs need a CUDA device (torch.cuda.is_available() is False)"
 # the run rule skipped a graph arm on its eager runs' diagnostic (run/gate.py): the log of that run says only this,
 # the decision is run.json's `gate` record (the parser reads that, not this line)
 GATE_SKIPPED = f"{MARK} not run: the launch gate skipped this graph arm; its decision is the gate record of run.json"
@@ -38,7 +38,7 @@ CAPTURE_ITERATION_EXCESS = f"{MARK} capture iteration excess seconds: "
 GRAPHS_DETECTED = f"{MARK} cuda graphs detected: "  # entry: "<n> at iteration <i>", n graphs visible from Python
 REPLAY = f"{MARK} cuda graph replay: iteration "  # + the first (builtin) or every (entry) replayed iteration
 REPLAYS = f"{MARK} cuda graph replays: "  # builtin: + the number of replays at the end
-NO_GRAPH = f"{MARK} no cuda graph detected after "  # entry: a graph arm that never showed a graph
+NO_GRAPH_SEEN = f"{MARK} no cuda graph detected after "  # entry: a graph arm that never showed a graph
 PEAKS_RESET = f"{MARK} memory peaks reset after iteration "  # + i: mem-max-* of later lines are the steady window's
 # Both entries, eager arms: the GPU's busy time per iteration over a short profiled window (graphsweep/entry/gpu_busy.py)
 GPU_BUSY = f"{MARK} gpu busy: "
@@ -92,7 +92,7 @@ def replays(count: int) -> str:
 
 
 def no_graph(iterations: int) -> str:
-    return f"{NO_GRAPH}{iterations} iterations"
+    return f"{NO_GRAPH_SEEN}{iterations} iterations"
 
 
 def peaks_reset(iteration: int) -> str:
@@ -400,7 +400,7 @@ RE_CAPTURE_SECONDS = re.compile(re.escape(CAPTURE_SECONDS.encode()) + rb"\s*" + 
 RE_CAPTURE_ITERATION_EXCESS = re.compile(re.escape(CAPTURE_ITERATION_EXCESS.encode()) + rb"\s*" + _F)
 ENTRY_GRAPH_API_B = ENTRY_GRAPH_API.encode()
 RE_GRAPHS_DETECTED = re.compile(re.escape(GRAPHS_DETECTED.encode()) + rb"(\d+) at iteration (\d+)")
-RE_NO_GRAPH = re.compile(re.escape(NO_GRAPH.encode()) + rb"(\d+) iterations")
+RE_NO_GRAPH_SEEN = re.compile(re.escape(NO_GRAPH_SEEN.encode()) + rb"(\d+) iterations")
 RE_REPLAY = re.compile(re.escape(REPLAY.encode()) + rb"(\d+)")
 RE_REPLAYS = re.compile(re.escape(REPLAYS.encode()) + rb"(\d+)")
 RE_PEAKS_RESET = re.compile(re.escape(PEAKS_RESET.encode()) + rb"(\d+)")

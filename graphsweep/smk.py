@@ -12,7 +12,8 @@ from typing import Any, Iterator, Sequence
 
 from graphsweep import textsafe
 from graphsweep.layout import RunDir
-from graphsweep.vocab import SpecError, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import SpecError
 
 
 @contextlib.contextmanager

@@ -40,7 +40,9 @@ from graphsweep.smk import (
     unwritable,
 )
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import PAIR, SpecError, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import SpecError
+from graphsweep.vocab import PAIR
 
 try:
     validate(config, str(data_file(CONFIG_SCHEMA)))
@@ -90,7 +92,7 @@ wildcard_constraints:
 
 def is_ingest():
     """A spec with a `source` block takes its runs from existing logs: rules/ingest.smk, no job is submitted."""
-    return "source" in SPEC.raw
+    return SPEC.is_ingest
 
 
 def get_final_outputs():
@@ -171,7 +173,7 @@ def get_attempt(wildcards, attempt):
 
 def get_timeout_min(wildcards, attempt):
     """Each retry gets more time: a run that hit its limit before the measurement window is retried, not recorded."""
-    return int(SPEC.executor["timeout_min"]) * attempt
+    return SPEC.executor.timeout_min * attempt
 
 
 def get_run_gpus(wildcards):

@@ -27,7 +27,7 @@ from graphsweep.workloads.registry import for_run
 from graphsweep.store.aggregate import aggregate
 from graphsweep.judge.compare import compare
 from graphsweep.layout import RunDir
-from graphsweep.vocab import LaunchPlan
+from graphsweep.records import LaunchPlan
 from graphsweep.workloads.registry import launch_plan, preflight
 from graphsweep.plan.planner import plan_frame, plan_sweep, write_plan
 from graphsweep.parse.run_dir import parse_run_dir

@@ -23,7 +23,7 @@ from graphsweep.store.archive import ArchiveError, make_archive, safe_extract, v
 from graphsweep.cli import main as cli_main
 from graphsweep.run.ingest import IngestError, match_files
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import SpecError
+from graphsweep.records import SpecError
 from tests.support import BY_HAND, LOGS, ROOT, run_spec, snakemake
 
 

@@ -12,7 +12,7 @@ import pytest
 from graphsweep.plan.cost import Correction, correction, spent_by_run, sweep_cost
 from graphsweep.plan.planner import check_plan, dry_run_summary, plan_sweep, submitted
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import SpecError
+from graphsweep.records import SpecError
 from graphsweep.workloads import builtin, megatron_bridge
 from tests.support import ROOT, benchmark
 

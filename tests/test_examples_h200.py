@@ -22,7 +22,7 @@ from graphsweep.parse.run import parse_run
 from graphsweep.store.aggregate import aggregate
 from graphsweep.store.tables import RUN_TIME_COLUMNS
 from graphsweep.layout import RunDir
-from graphsweep.vocab import UnusableFile
+from graphsweep.fileio import UnusableFile
 from tests.support import ROOT, copy_workflow, snakemake
 
 

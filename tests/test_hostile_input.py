@@ -30,7 +30,8 @@ from graphsweep.store.archive import make_archive, verify_archive
 from graphsweep.store.tables import read_table, table_info, write_table
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import LaunchPlan, SpecError, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import LaunchPlan, SpecError
 from tests.support import ROOT
 
 BASE = yaml.safe_load((ROOT / "configs" / "sweep.yaml").read_text())
@@ -143,7 +144,7 @@ def test_what_stays_valid_input(tmp_path, capsys):
     path.write_text(yaml.safe_dump(spec))
     rc, out, err = run_cli(capsys, "check-spec", path)
     assert rc == 0 and err == "", err
-    assert load_spec(path).executor["slurm"]["comment"] == "it's $(id); `id`\tx"
+    assert load_spec(path).executor.slurm["comment"] == "it's $(id); `id`\tx"
 
 
 def test_a_spec_slurm_block_gets_none_of_the_profile_defaults(tmp_path):
@@ -151,7 +152,7 @@ def test_a_spec_slurm_block_gets_none_of_the_profile_defaults(tmp_path):
     submit_retry_s: 300, ...), the spec would 'say' them and override the profile with them."""
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(_spec(BASE, **{"executor/slurm": {"account": "a"}})))
-    assert load_spec(path).executor["slurm"] == {"account": "a"}
+    assert load_spec(path).executor.slurm == {"account": "a"}
 
 
 def test_the_printed_command_never_runs_a_name_as_a_command():

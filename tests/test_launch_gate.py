@@ -23,7 +23,9 @@ from graphsweep.run import gate
 from graphsweep.run.runrule import execute_run
 from graphsweep.sweepspec.load import validate_spec
 from graphsweep.layout import RunDir
-from graphsweep.vocab import BLOCKED, COMPLETED, GateDecision, SpecError, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import GateDecision, SpecError
+from graphsweep.vocab import BLOCKED, COMPLETED
 from tests.support import ROOT, run_spec
 
 BUILTIN = ROOT / "results" / "examples" / "h200-builtin" / "runs"

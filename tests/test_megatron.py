@@ -19,7 +19,7 @@ from graphsweep.workloads import megatron_bridge as megatron
 from graphsweep.parse.run import parse_run
 from graphsweep.workloads.registry import launch_plan, preflight
 from graphsweep.sweepspec.load import load_spec, validate_spec
-from graphsweep.vocab import SpecError
+from graphsweep.records import SpecError
 from tests.support import LOGS, ROOT
 
 EXAMPLES = sorted((ROOT / "configs" / "examples").glob("megatron-*.yaml"))

@@ -278,5 +278,6 @@ def test_the_printed_step_times_reproduce_the_printed_speedup(capsys: pytest.Cap
     """The 1.2B model at seq 4096: eager jobs 240-252 ms. Before: the medians of the job medians, whose ratio is not
     the speedup (the centre of the interval is the geometric mean)."""
     out = compare(capsys, eager_logs("s4096-3eeebf"), graph_logs("s4096-3eeebf", "attn+mlp"))
-    m = re.search(r"([\d.]+)x \[.*eager ([\d.]+) ms vs graph ([\d.]+) ms", out["reason"])
-    assert m and float(m.group(2)) / float(m.group(3)) == pytest.approx(float(m.group(1)), abs=1e-3)
+    m = re.search(r"([\d.]+)× \[.*eager ([\d.]+) ms vs graph ([\d.]+) ms", out["reason"])
+    # the speedup is printed to 2 decimals (judge/prose.py speedup_text): the ratio agrees within its rounding
+    assert m and float(m.group(2)) / float(m.group(3)) == pytest.approx(float(m.group(1)), abs=5e-3)

@@ -10,7 +10,7 @@ import yaml
 
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import SpecError
+from graphsweep.records import SpecError
 from tests.support import ROOT
 
 TINY = ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"

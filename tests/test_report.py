@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from graphsweep.report.plots import TRACE_CAP
-from graphsweep.report.text import display_reason, fmt_speedup
+from graphsweep.judge.prose import speedup_text
+from graphsweep.report.text import display_reason
 from graphsweep.report.write import write_reports
 from graphsweep.store.tables import read_table, write_table
 from tests.support import SWEEP, build_sweep
@@ -178,7 +179,7 @@ def test_report_of_a_real_comparison(tmp_path: Path) -> None:
     for _, row in comp.iterrows():  # every cell's reason as the table shows it, and its interval
         assert html.escape(display_reason(row)) in page
         if row.verdict in ("speedup", "slowdown", "neutral", "inconclusive"):
-            assert fmt_speedup(row) in md
+            assert speedup_text(row) in md
     assert comp.set_index("cell_id").verdict["h1024-mb1-3f9a.full_iteration"] == "speedup"  # 63 ms vs 9.2 ms
 
 

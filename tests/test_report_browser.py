@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from graphsweep.report.write import write_reports
-from graphsweep.vocab import VERDICT_COLORS
+from graphsweep.report.colours import VERDICT_COLORS
 from tests.support import HEIGHT, SWEEP, WIDTH, build_sweep, chromium, run_chromium
 
 

@@ -19,7 +19,7 @@ from PIL import Image
 
 from graphsweep.report.data import load_tables
 from graphsweep.report.text import display_reason
-from graphsweep.vocab import VERDICT_COLORS
+from graphsweep.report.colours import VERDICT_COLORS
 from tests.support import ROOT, chromium, copy_workflow, run_chromium, snakemake
 
 pytestmark = [pytest.mark.slow, pytest.mark.snakemake]  # each test reads the re-derived sweep

@@ -23,7 +23,7 @@ from graphsweep.report.text import cell_label, fmt_value, truncate
 from graphsweep.report.write import write_reports
 from graphsweep.store.tables import read_table, write_table
 from graphsweep.sweepspec.load import load_spec, validate_spec
-from graphsweep.vocab import GraphOverrides
+from graphsweep.records import GraphOverrides
 from tests.support import ROOT, build_sweep
 
 EXAMPLES = ROOT / "results" / "examples"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import SpecError
+from graphsweep.records import SpecError
 
 BASE = {
     "sweep": "t",

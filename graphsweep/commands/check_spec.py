@@ -16,7 +16,7 @@ from graphsweep.plan.planner import PlannedRun, check_plan, dry_run_summary, pla
 from graphsweep.plan.repeats import RepeatsError, apply_extra
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import SpecError
+from graphsweep.records import SpecError
 
 NAME = "check-spec"
 HELP = "validate a sweep spec and report the preflight verdict of every cell (submits nothing)"
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         (spec.name, "bold"),
         f": {len(spec.shapes())} shapes x {len(spec.variants)} variants = {len(spec.cells())} cells, "
         f"{summary['runs']} runs ({summary['to_submit']} to submit, {summary['blocked']} blocked by preflight), "
-        f"about {summary['gpu_hours']} GPU-hours (budget_gpu_hours {spec.raw['budget_gpu_hours']}): "
+        f"about {summary['gpu_hours']} GPU-hours (budget_gpu_hours {spec.budget_gpu_hours}): "
         f"{summary['estimate']}",
     ))  # fmt: skip
     if blocked:

@@ -15,7 +15,7 @@ from pathlib import Path
 from graphsweep import resources
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.vocab import SpecError
+from graphsweep.records import SpecError
 
 NAME = "ingest"
 HELP = "build runs/iterations/comparison/report from existing logs (spec with a source block); nothing is submitted"
@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.spec)
-        if "source" not in spec.raw:
+        if not spec.is_ingest:
             raise IngestError(f"{args.spec}: no source block: nothing to ingest (graphsweep ingest needs source.logs)")
         logmap = match_files(spec)
         repo = resources.workflow_dir()  # where the Snakefile is

@@ -27,7 +27,8 @@ from graphsweep.plan.repeats import (
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.store.tables import read_table
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import SpecError, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import SpecError
 
 NAME = "more-repeats"
 HELP = "plan more repeats for the inconclusive cells of a finished sweep; the next snakemake runs only those"
@@ -51,12 +52,12 @@ def run(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
         check_owner(SweepPaths(args.results, spec.name), spec)  # the repeats go to this spec's own sweep only
         spec = apply_extra(spec, args.results)
-        if "source" not in spec.raw:
+        if not spec.is_ingest:
             require_adaptive(spec)  # before looking for results: a spec judged for one look gets no second
     except (SpecError, RepeatsError, SweepOwnedError, UnusableFile) as exc:
         err.print(plain(f"graphsweep: {exc}"))
         return 2
-    if "source" in spec.raw:
+    if spec.is_ingest:
         err.print(plain(f"graphsweep: {args.spec} ingests existing logs (key 'source'): nothing is submitted, so more "
                         "repeats have to be run by hand and ingested"))  # fmt: skip
         return 2

@@ -14,7 +14,9 @@ from graphsweep.plan.cost import spent_of
 from graphsweep.plan.planner import check_plan, dry_run_summary, plan_frame, plan_sweep, write_plan
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import GRAPH, NO_GRAPH, PAIR, SpecError, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import SpecError
+from graphsweep.vocab import GRAPH, NO_GRAPH, PAIR
 
 NAME = "plan"
 HELP = "list every run of a sweep with its command, preflight verdict and GPU-hours (--dry-run writes nothing)"

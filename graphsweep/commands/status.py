@@ -34,7 +34,8 @@ from graphsweep.store.runfiles import read_job_side, read_run_info, read_summary
 from graphsweep.store.tables import read_table
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import BLOCKED, EAGER, GRAPH, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.vocab import BLOCKED, EAGER, GRAPH
 
 NAME = "status"
 HELP = "show every run of a sweep: planned, queued, running (iteration i/N), done (verdict) or failed (reason)"

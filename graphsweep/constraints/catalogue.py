@@ -8,7 +8,7 @@ from graphsweep.constraints import field, offload, rules, runtime
 from graphsweep.constraints.graph import Ctx, graph_view, mcore_release_of, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, parse_value
 from graphsweep.constraints.model import Constraint
-from graphsweep.vocab import Violation
+from graphsweep.records import Violation
 
 # rules.PREFLIGHT holds the predicates of rules.py, offload.py and field.py (all register through rules.rule)
 assert field.FIELD_RULES and offload.LOCAL_OFFLOAD_MODULES, "field.py and offload.py register their rules on import"

@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(lf.NO_CUDA, file=sys.stderr, flush=True)
         return BLOCKED_EXIT
     if not has_cuda and device.type == "cuda":
-        print(f"{lf.BLOCKED}--device cuda needs a CUDA device (torch.cuda.is_available() is False)",
+        print(f"{lf.ARM_BLOCKED}--device cuda needs a CUDA device (torch.cuda.is_available() is False)",
               file=sys.stderr, flush=True)
         return BLOCKED_EXIT
     if cfg.mem_fraction is not None and device.type == "cpu":

@@ -1,14 +1,16 @@
 """The one place a verdict becomes words: every sentence of comparison.parquet's `reason`, the CLI and the report
-is written here from a verdict's fields (judge/verdict.py), so the numbers and their words cannot drift apart.
+(its tables and its recommendations: `speedup_text`, `group`) is written here from a verdict's fields
+(judge/verdict.py), so the numbers and their words cannot drift apart.
 
-Each function takes a Mapping: a Verdict as a dict, or a row of comparison.parquet (NaN and numpy values allowed).
+Each function takes a Mapping: a Verdict as a dict, or a row of comparison.parquet or a pandas Series of one (NaN
+and numpy values allowed).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from graphsweep.judge import host as hs
 from graphsweep.judge import interval as iv
@@ -18,6 +20,9 @@ from graphsweep.vocab import (
     BASELINE_FAILED, BLOCKED, CONTROL, EAGER, FAILED, GRAPH, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM,
     SLOWDOWN, SPEEDUP, TIMEOUT, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES,
 )  # fmt: skip
+
+# a group of a shape's cells in its recommendation: faster, but not with the eager model's loss
+DRIFTED = "speedup, parity not ok"
 
 
 def _get(row: Mapping[str, Any], key: str) -> Any:
@@ -61,13 +66,33 @@ def _failure(row: Mapping[str, Any]) -> str:
     return str(run or detail or "no reason recorded")
 
 
+def _edge(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.2f}"
+
+
+def ci_text(row: Mapping[str, Any]) -> str:
+    """'[0.97, 1.61]': the speedup's interval ('' without one; an open edge 'inf')."""
+    lo, hi = _get(row, "ci_low"), _get(row, "ci_high")
+    if lo is None or hi is None or _get(row, "speedup") is None:
+        return ""
+    return f"[{_edge(float(lo))}, {_edge(float(hi))}]"
+
+
+def speedup_text(row: Mapping[str, Any], ci: bool = True) -> str:
+    """'1.25× [0.97, 1.61]': a speedup and its interval, the one format of every sentence, table and plot label
+    ('1.25×' with ci=False or without an interval, '—' without a speedup)."""
+    s = _get(row, "speedup")
+    if s is None or not math.isfinite(float(s)):
+        return "—"
+    interval_ = ci_text(row) if ci else ""
+    return f"{float(s):.2f}×" + (f" {interval_}" if interval_ else "")
+
+
 def interval(row: Mapping[str, Any]) -> str:
-    """'1.050x [1.010, 1.090] (95% CI; eager 10.50 ms vs graph 10.00 ms)'."""
+    """'1.05× [1.01, 1.09] (95% CI; eager 10.50 ms vs graph 10.00 ms)'."""
     level = 100 * (1 - float(_get(row, "alpha") or iv.ALPHA))
-    hi = _get(row, "ci_high")
-    hi_text = "inf" if hi is None or math.isinf(hi) else f"{hi:.3f}"
     other = CONTROL if _get(row, "control") else GRAPH
-    return (f"{_get(row, 'speedup'):.3f}x [{_get(row, 'ci_low'):.3f}, {hi_text}] ({level:g}% CI; "
+    return (f"{speedup_text(row)} ({level:g}% CI; "
             f"eager {_get(row, 'eager_step_ms'):.2f} ms vs {other} {_get(row, 'graph_step_ms'):.2f} ms)")
 
 
@@ -92,27 +117,15 @@ def notes(row: Mapping[str, Any]) -> list[str]:
         out.append("more repeats of this cell narrow its interval and lower its p, and with it its q "
                    "(`graphsweep more-repeats`)")
     elif verdict == INCONCLUSIVE:
-        need = _get(row, "repeats_needed")
-        if _get(row, "resolution_limited"):
-            res = max(_get(row, "eager_resolution_ms") or 0.0, _get(row, "graph_resolution_ms") or 0.0)
-            out.append(f"the logs print step times to {res:g} ms: no number of repeats decides a {margin:.0%} margin "
-                       "at this step time (widen the margin or lengthen the step)")
-        elif need is not None:
-            out.append(f"about {int(need)} repeats per arm would decide it (80% power, `graphsweep more-repeats`)")
-        else:
-            out.append(f"more than {iv.POWER_CAP} repeats per arm would be needed at this spread (the estimate is "
-                       "too close to a margin edge for the job-to-job noise)")
+        out.append(repeats(row))
     if _get(row, "thin") and _get(row, "speedup") is not None:
-        out.append(f"fewer than {iv.MIN_OWN_JOBS} jobs in an arm: its job-to-job spread is the allowance "
-                   f"(sd {iv.SPREAD_ALLOWANCE:g} of log step time, the largest seen on real jobs), not measured")
+        out.append(THIN)
     delta, eager_mem = _get(row, "mem_delta_gb"), _get(row, "eager_mem_gb")
     if delta is not None and eager_mem:
-        rel, what = delta / eager_mem, memory_words(row)
         if verdict == SPEEDUP and delta > 0:
-            out.append(f"the speedup costs {delta:+.2f} GB {what} ({rel:+.0%}: {eager_mem:.2f} -> "
-                       f"{_get(row, 'graph_mem_gb'):.2f} GB)")
+            out.append(f"the speedup costs {memory_cost(row)}, {eager_mem:.2f} -> {_get(row, 'graph_mem_gb'):.2f} GB")
         elif abs(delta) >= 0.01:
-            out.append(f"{what} {delta:+.2f} GB ({rel:+.0%})")
+            out.append(memory_cost(row))
     if _get(row, "loss_parity") in (lp.RUN_DRIFT, lp.UNCHECKED, lp.UNCALIBRATED) or (
             _get(row, "control") and _get(row, "loss_parity") == lp.DIVERGED):
         if verdict != UNVERIFIED:
@@ -136,6 +149,32 @@ def notes(row: Mapping[str, Any]) -> list[str]:
 def memory_words(row: Mapping[str, Any]) -> str:
     """What the cell's memory figures are ('steady-state reserved memory', ...)."""
     return vd.MEMORY_FIGURES.get(_get(row, "mem_metric") or "", "memory")
+
+
+THIN = (f"fewer than {iv.MIN_OWN_JOBS} jobs in an arm: its job-to-job spread is the allowance (sd "
+        f"{iv.SPREAD_ALLOWANCE:g} of log step time, the largest seen on real jobs), not measured")
+
+
+def repeats(row: Mapping[str, Any], hint: bool = True) -> str:
+    """What would decide an inconclusive cell: 'about 14 repeats per arm would decide it', with how (hint=True)."""
+    need, margin = _get(row, "repeats_needed"), float(_get(row, "margin") or 0.0)
+    if _get(row, "resolution_limited"):
+        res = max(_get(row, "eager_resolution_ms") or 0.0, _get(row, "graph_resolution_ms") or 0.0)
+        return (f"the logs print step times to {res:g} ms: no number of repeats decides a {margin:.0%} margin at "
+                "this step time" + (" (widen the margin or lengthen the step)" if hint else ""))
+    if need is not None:
+        return f"about {int(need)} repeats per arm would decide it" + (
+            " (80% power, `graphsweep more-repeats`)" if hint else "")
+    return f"more than {iv.POWER_CAP} repeats per arm would be needed" + (
+        " at this spread (the estimate is too close to a margin edge for the job-to-job noise)" if hint else "")
+
+
+def memory_cost(row: Mapping[str, Any]) -> str:
+    """'+0.07 GB steady-state allocated memory (+54%)', or '' when the cell has no memory figure."""
+    delta, eager_mem = _get(row, "mem_delta_gb"), _get(row, "eager_mem_gb")
+    if delta is None:
+        return ""
+    return f"{delta:+.2f} GB {memory_words(row)}" + (f" ({delta / eager_mem:+.0%})" if eager_mem else "")
 
 
 def _pct(x: float) -> str:
@@ -359,3 +398,96 @@ def _sentence(row: Mapping[str, Any]) -> str:
                 f"{_get(row, 'q_value'):.3f} (Benjamini-Hochberg over its timed cells, which share eager baselines) "
                 f"is not below alpha {_get(row, 'alpha'):g}")
     return "; ".join([head, *notes(row)])
+
+
+# --------------------------------------------------------------------------------------------------
+# A shape's recommendation (report/recommend.py picks the cells; these are its words)
+def step_times(row: Mapping[str, Any]) -> str:
+    """'10.50 → 10.00 ms per step' ('' without both arms' step times)."""
+    e, g = _get(row, "eager_step_ms"), _get(row, "graph_step_ms")
+    return f"{e:.2f} → {g:.2f} ms per step" if e is not None and g is not None else ""
+
+
+def names(cells: Sequence[Mapping[str, Any]]) -> str:
+    """'attn', 'attn and mlp', 'attn, mlp and moe'."""
+    out = [str(_get(c, "variant")) for c in cells]
+    return out[0] if len(out) == 1 else ", ".join(out[:-1]) + " and " + out[-1]
+
+
+def named_speedups(cells: Sequence[Mapping[str, Any]]) -> str:
+    """'attn 1.59× [1.52, 1.66], mlp 1.10× [1.01, 1.20]'."""
+    return ", ".join(f"{_get(c, 'variant')} {speedup_text(c)}" for c in cells)
+
+
+def _speedups(cells: Sequence[Mapping[str, Any]]) -> str:
+    """'0.94× [0.92, 0.96]' for one cell (its name said before), named for several."""
+    return speedup_text(cells[0]) if len(cells) == 1 else named_speedups(cells)
+
+
+def undecided(row: Mapping[str, Any]) -> str:
+    """'attn 1.00× [0.60, 1.70], about 4 repeats per arm would decide it'."""
+    head = f"{_get(row, 'variant')} {speedup_text(row)}"
+    if _get(row, "family_gated"):
+        return (f"{head}, decided on its own but not by the sweep's family check (q "
+                f"{_num(_get(row, 'q_value'), '.3f')}): more repeats lower its q")
+    return f"{head}, {repeats(row, hint=False)}"
+
+
+def _int(x: Any) -> str:
+    return "?" if x is None else str(int(x))
+
+
+def _drifted(c: Mapping[str, Any]) -> str:
+    if _get(c, "loss_parity") != lp.RUN_DRIFT:
+        return f"{_get(c, 'variant')} {speedup_text(c)}: {parity(c)}"
+    return (f"{_get(c, 'variant')} {speedup_text(c)}: {_int(_get(c, 'loss_departed'))} of "
+            f"{_int(_get(c, 'loss_checked'))} graph runs left eager's lm loss (run {_get(c, 'loss_run_id')} from "
+            f"iteration {_int(_get(c, 'loss_iteration'))})")
+
+
+def group(verdict: str, cells: Sequence[Mapping[str, Any]], margin: float, gated: bool = False) -> str:
+    """Why these cells of one verdict (or DRIFTED) are no recommendation; gated: the launch gate skipped them all."""
+    who = names(cells)
+    if verdict == DRIFTED:
+        return "faster, but not recommended: " + "; ".join(_drifted(c) for c in cells)
+    if verdict == UNVERIFIED:
+        return (f"{who} faster but unverified (loss parity could not be checked, or its references are too few to "
+                f"calibrate a band): {_speedups(cells)}")
+    if verdict == SLOWDOWN:
+        return f"{who} slower than eager: {_speedups(cells)}"
+    if verdict == NEUTRAL:
+        return f"{who} no faster than eager (inside 1 ± {margin:g}): {_speedups(cells)}"
+    if verdict == INCONCLUSIVE:
+        return "undecided (`graphsweep more-repeats` plans the repeats): " + "; ".join(undecided(c) for c in cells)
+    if verdict == OOM:
+        some = [c for c in cells if _get(c, "paired_outcome") == vd.GRAPH_SOMETIMES_OOM]
+        tail = " in some repeats (near the memory limit)" if len(some) == len(cells) else " where eager fit"
+        return f"{who} ran out of memory{tail}"
+    if verdict == BLOCKED and gated:
+        return f"{who} not run: the launch gate found no graph of this step can win beyond 1 ± {margin:g}"
+    if verdict == BLOCKED:
+        rules = sorted({str(r) for c in cells if (r := _get(c, "rule_id"))})
+        if rules:  # preflight: no job ran; otherwise the job ran and its own check or Megatron refused it
+            return f"{who} blocked before running (preflight `{'`, `'.join(rules)}`)"
+        return f"{who} blocked when run (the training refused it: see the cell's reason)"
+    if verdict == INVALID:
+        outcomes = [_get(c, "paired_outcome") for c in cells]
+        what = ("trains another model (its lm loss left eager's, or went NaN/Inf)"
+                if all(o in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE) for o in outcomes)
+                else "captured no CUDA graph (0 graphs: it trained eager, no graph result)"
+                if all(o == vd.GRAPH_CAPTURED_NOTHING for o in outcomes)
+                else "invalid (no graph captured, no evidence of a captured and replayed graph, or a graph run left "
+                     "eager's loss)")
+        return f"{who} {what}"
+    if verdict == FAILED:
+        return f"{who} failed (no usable graph run while eager completed)"
+    if verdict == NOT_COMPARABLE:
+        return f"{who} not comparable (the arms ran in different environments)"
+    broken = [c for c in cells if _get(c, "paired_outcome") == vd.BASELINE_LOSS_NONFINITE]
+    if verdict == BASELINE_FAILED and broken:
+        return broken_baseline(broken[0])
+    if verdict == BASELINE_FAILED:
+        fixed = [c for c in cells if _get(c, "paired_outcome") == vd.GRAPH_FIXES_FAILURE]
+        tail = f"; {names(fixed)} completed where eager did not" if fixed else ""
+        return f"the eager baseline has no usable run: nothing to compare against{tail}"
+    return f"{who} {verdict}"

@@ -27,9 +27,10 @@ from graphsweep.parse.measure import measure
 from graphsweep.parse.records import Evidence, Hit, Mark, RunSummary
 from graphsweep.parse.retry import retry_note
 from graphsweep.parse.signatures import INFRA_STATES, TIME_LIMIT, Signature
+from graphsweep.records import GateDecision
 from graphsweep.vocab import (
     BLOCKED, CANCELLED, CAPTURE, COMPLETED, CRASHED, EAGER, GRAPH, INFRA_OUTCOMES, INVALID, LOST, OOM, SETUP, STEADY,
-    TEARDOWN, TIMEOUT, UNPARSEABLE, WARMUP, GateDecision,
+    TEARDOWN, TIMEOUT, UNPARSEABLE, WARMUP,
 )  # fmt: skip
 
 
@@ -177,7 +178,7 @@ _BLOCKED_WHAT = {"no_cuda": "no CUDA device", "launch_error": "launch rejected",
 
 
 def _launch_gate(c: Ctx) -> RunSummary | None:
-    """run.json's gate record (vocab.GateDecision, written by graphsweep/run/gate.py): no job ran."""
+    """run.json's gate record (records.GateDecision, written by graphsweep/run/gate.py): no job ran."""
     if c.info.get("gate") is None or not (g := GateDecision.from_dict(c.info["gate"])).skip:
         return None
     return c.fail(BLOCKED, sg.LAUNCH_GATE_CLASS, None, f"not run (the launch gate): the GPU is busy {g.busy_share:.0%} "

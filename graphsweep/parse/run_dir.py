@@ -19,7 +19,9 @@ from graphsweep.store.tables import write_table
 from graphsweep.fileio import write_json
 from graphsweep.store.runfiles import read_run_config, read_run_info
 from graphsweep.layout import RunDir
-from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, GateDecision, UnusableFile, pair_run_id
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import GateDecision
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, pair_run_id
 
 
 def parse_run_dir(run: RunDir) -> RunSummary | dict:

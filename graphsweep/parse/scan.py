@@ -283,7 +283,7 @@ def _capture(fs: FileScan, raw: bytes, lineno: int) -> None:
             done(lf.GRAPHS_DETECTED.strip(), None)
             if fs.graphs_detected is None:
                 fs.graphs_detected = (int(m.group(1)), lineno, _text(raw))
-        if fs.no_graph_seen is None and lf.RE_NO_GRAPH.search(raw):
+        if fs.no_graph_seen is None and lf.RE_NO_GRAPH_SEEN.search(raw):
             fs.no_graph_seen = (lineno, _text(raw))
         if lf.ENTRY_GRAPH_API_B in raw:
             fs.megatron_entry = True

@@ -133,7 +133,7 @@ RUNTIME: tuple[Signature, ...] = (
     _sig(R_HOST_OOM, "host_oom_kill_", "oom_kill", C, "host_oom", "slurmstepd (docs/megatron-facts.md §5.8)"),
     # builtin workload (graphsweep/entry/builtin_gpt.py, exit 3); the specific line hides the general one
     _sig(R_BUILTIN, "gs_no_cuda", lf.NO_CUDA.split(" (")[0], B, "no_cuda", "graphsweep/entry/builtin_gpt.py"),
-    _sig(R_BUILTIN, "gs_blocked", lf.BLOCKED.strip(), B, "env_blocked", "graphsweep/entry/builtin_gpt.py",
+    _sig(R_BUILTIN, "gs_blocked", lf.ARM_BLOCKED.strip(), B, "env_blocked", "graphsweep/entry/builtin_gpt.py",
          unless="gs_no_cuda"),
     # launch: argparse and Hydra override rejections (docs/megatron-facts.md §6.3 step 1, §6.1)
     _sig(R_LAUNCH, "argparse_error", "error: argument ", B, "launch_error", "argparse (docs/megatron-facts.md §6.3 step 1)",

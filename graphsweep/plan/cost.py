@@ -18,7 +18,8 @@ import pandas as pd
 
 from graphsweep.store.tables import read_table
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import RunSpec, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import RunSpec
 
 
 def spent_by_run(runs: pd.DataFrame | None) -> dict[str, float]:

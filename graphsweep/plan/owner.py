@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.fileio import write_json
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import read_json
+from graphsweep.fileio import read_json
 
 # Spec keys whose change keeps a sweep the same sweep: they add runs or change where runs go, not what one measures.
 GROWTH_KEYS = ("repeats", "description", "executor", "budget_gpu_hours", "max_runs")

@@ -21,12 +21,13 @@ from graphsweep.plan.cost import sweep_cost
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
 from graphsweep.layout import RunDir, SweepPaths
-from graphsweep.vocab import EAGER, GRAPH, GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
+from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
+from graphsweep.vocab import BLOCKED, EAGER, GRAPH
 from graphsweep.workloads import bridge_check, builtin
 from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
 from graphsweep.workloads.registry import for_run
 
-SUBMIT, BLOCKED, VERIFY = "submit", "blocked", "verify"  # plan.parquet `status`
+SUBMIT, VERIFY = "submit", "verify"  # plan.parquet `status`, with BLOCKED (the outcome such a run gets)
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,12 @@ def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None 
     `cluster`: the executor the workflow uses (its `--config cluster=`, the Slurm profile's), else the spec's: a local
     one on a machine without CUDA blocks the runs that need a CUDA device, except those whose result `paths` (the
     results folder) already holds: they ran elsewhere, and re-deriving them here needs no device."""
-    mode = spec.raw.get("preflight")
+    mode = spec.preflight
     runs = spec.runs()
     plans = {r.run_id: for_run(r).launch_plan(r) for r in runs}
     violations: dict[str, list[Violation]] = {r.run_id: [] for r in runs}
-    where = cluster or spec.executor.get("cluster") or LOCAL_CLUSTERS[0]
-    if where in LOCAL_CLUSTERS and "source" not in spec.raw and not builtin.cuda_here():
+    where = cluster or spec.executor.cluster
+    if where in LOCAL_CLUSTERS and not spec.is_ingest and not builtin.cuda_here():
         for r in runs:  # ingested logs ran elsewhere already: nothing is started here
             needs = getattr(for_run(r), "needs_cuda", None)
             if needs is not None and needs(r) and not (paths is not None and paths.run_json(r.run_id).exists()):
@@ -84,8 +85,8 @@ def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None 
         if mode == "megatron" and spec.workload["kind"] == MEGATRON_BRIDGE:
             for run_id, found in _bridge_verdicts(spec, runs, plans).items():
                 violations[run_id] += found
-    verify = bool(spec.raw.get("verify"))
-    gate = float(spec.raw["margin"]) if spec.raw.get("launch_gate") and "source" not in spec.raw else None
+    verify = spec.verify
+    gate = float(spec.margin) if spec.launch_gate and not spec.is_ingest else None
     return [PlannedRun(r, plans[r.run_id], tuple(violations[r.run_id]), for_run(r).estimate(r), verify,
                        for_run(r).graph_switch(r), gate if r.arm == GRAPH else None) for r in runs]
 
@@ -169,13 +170,13 @@ def check_plan(spec: Spec, planned: Sequence[PlannedRun], spent: Mapping[str, fl
     a run estimated beyond the executor's time limit (it would time out, retried with more time at a GPU's cost),
     and a sweep whose estimate is over `budget_gpu_hours`: what its finished runs took (`spent`, plan/cost.py
     spent_of) and the corrected estimate of the rest. Ingested logs submit nothing: no limit applies."""
-    if len(planned) > int(spec.raw["max_runs"]):  # sweepspec counts the spec's runs; more-repeats can add some
-        raise SpecError(spec.path, "max_runs", spec.raw["max_runs"], f"the sweep plans {len(planned)} runs (with the "
+    if len(planned) > spec.max_runs:  # sweepspec counts the spec's runs; more-repeats can add some
+        raise SpecError(spec.path, "max_runs", spec.max_runs, f"the sweep plans {len(planned)} runs (with the "
                         "repeats more-repeats added): split the sweep into several specs, or raise max_runs")
     sub = submitted(planned)
-    if "source" in spec.raw or not sub:
+    if spec.is_ingest or not sub:
         return
-    limit_min = int(spec.executor["timeout_min"])
+    limit_min = spec.executor.timeout_min
     worst = max(sub, key=wall_seconds)
     if wall_seconds(worst) > limit_min * 60:
         need = math.ceil(wall_seconds(worst) / 60)
@@ -184,9 +185,9 @@ def check_plan(spec: Spec, planned: Sequence[PlannedRun], spent: Mapping[str, fl
                         f"({worst.est_gpu_seconds:.0f} GPU-s on {worst.launch.gpus} GPU(s)), beyond the time limit: it "
                         f"would time out; raise executor.timeout_min to at least {need} or lower iterations")
     cost = sweep_cost(sub, spent or {})
-    budget = float(spec.raw["budget_gpu_hours"])
+    budget = float(spec.budget_gpu_hours)
     if cost.total_h > budget:
-        raise SpecError(spec.path, "budget_gpu_hours", spec.raw["budget_gpu_hours"],
+        raise SpecError(spec.path, "budget_gpu_hours", spec.budget_gpu_hours,
                         f"the sweep is estimated at {cost.total_h:,.1f} GPU-hours ({len(sub)} runs to submit; "
                         f"{cost.correction.describe()}), over its budget: raise budget_gpu_hours, or drop shapes, "
                         "variants or repeats")

@@ -24,7 +24,9 @@ from graphsweep.plan.cost import correction, spent_by_run
 from graphsweep.plan.planner import plan_sweep, submitted
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import EAGER, INCONCLUSIVE, USABLE_OUTCOMES, RunSpec, UnusableFile, read_text
+from graphsweep.fileio import UnusableFile, read_text
+from graphsweep.records import RunSpec
+from graphsweep.vocab import EAGER, INCONCLUSIVE, USABLE_OUTCOMES
 from graphsweep.workloads.registry import for_run
 
 DEFAULT_CAP = 10  # repeats per arm: beyond this, more jobs rarely pay for themselves (docs/statistics.md)
@@ -85,7 +87,7 @@ def apply_extra(spec: Spec, results: str | Path) -> Spec:
 
     A cell id the sweep does not have is refused (after an edit of the spec, or a file of another sweep): its
     repeats would silently go nowhere."""
-    if "source" in spec.raw:  # ingested logs: nothing is submitted, so more repeats cannot come from here
+    if spec.is_ingest:  # ingested logs: nothing is submitted, so more repeats cannot come from here
         return spec
     path = extra_repeats_path(results, spec.name)
     extra = read_extra(path, spec.name)
@@ -175,7 +177,7 @@ def new_runs(before: Spec, after: Spec) -> list[RunSpec]:
 
 def require_adaptive(spec: Spec) -> None:
     """More repeats are a second look: only for a sweep judged for two (`adaptive_repeats: true`)."""
-    if not spec.raw["adaptive_repeats"]:
+    if not spec.adaptive_repeats:
         raise RepeatsError(
             f"{spec.path}: key 'adaptive_repeats' = false: the verdicts spent all of alpha 0.05 at the first look, so "
             "a second look would raise the false-verdict rate; set adaptive_repeats: true (each look at 0.025), "
@@ -198,7 +200,7 @@ def plan_more_repeats(
     the other half is for this one. A cell that had its second look gets no third (nothing is left to spend).
     """
     require_adaptive(spec)
-    margin = float(spec.raw["margin"] if margin is None else margin)
+    margin = float(spec.margin if margin is None else margin)
     cells = {c.cell_id: c for c in spec.cells()}
     med: dict[str, float] = {}
     step: dict[str, float] = {}

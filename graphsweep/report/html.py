@@ -11,14 +11,16 @@ from typing import Any, Iterable
 
 
 from graphsweep import __version__
-from graphsweep.vocab import BLOCKED, TIMING_VERDICTS, VERDICT_COLORS
+from graphsweep.judge import prose
+from graphsweep.report.colours import VERDICT_COLORS
+from graphsweep.vocab import BLOCKED, TIMING_VERDICTS
 from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, as_number, flag, headroom, id_list, is_control
 from graphsweep.report import gpu_time, recommend
 from graphsweep.report.captured import GRAPHS_TITLE, graphs_held
 from graphsweep.report.plots import TRACE_CAP, cell_anchor, heatmaps_html, memory_svg, shape_grid_html, speedup_bars_svg, traces_svg
 from graphsweep.report.shapes import full_grid, shape_axes, varying_axes
 from graphsweep.report.text import (
-    caveats, cell_label, display_reason, estimate_words, level, fmt_number, fmt_percent, fmt_q, fmt_speedup, fmt_value,
+    caveats, cell_label, display_reason, estimate_words, level, fmt_number, fmt_percent, fmt_q, fmt_value,
     md_inline, memory_figure,
 )  # fmt: skip
 
@@ -78,11 +80,9 @@ def cells_table_html(t: SweepTables, out_dir: Path) -> str:
     rows = []
     prev_shape = None
     for _, r in t.comparison.iterrows():
-        speed = fmt_speedup(r, ci=False)
+        speed = prose.speedup_text(r, ci=False)
         speed_html = f"<b>{speed}</b>" if as_number(r.get("speedup")) is not None else '<span class="muted">—</span>'
-        lo, hi = as_number(r.get("ci_low")), as_number(r.get("ci_high"))
-        has_ci = lo is not None and hi is not None and as_number(r.get("speedup")) is not None
-        ci = f' <span class="ci">[{lo:.2f}, {hi:.2f}]</span>' if has_ci else ""
+        ci = f' <span class="ci">{prose.ci_text(r)}</span>' if prose.ci_text(r) else ""
         steps = _pair(r.get("eager_step_ms"), r.get("graph_step_ms"))
         mems = _pair(r.get("eager_mem_gb"), r.get("graph_mem_gb"))
         n_e, n_g = as_number(r.get("n_eager")), as_number(r.get("n_graph"))

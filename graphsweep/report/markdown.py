@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from graphsweep.judge import interval as iv
+from graphsweep.judge import prose
 from graphsweep.vocab import SLOWDOWN, SPEEDUP, TIMING_VERDICTS
 from graphsweep.report import gpu_time, recommend
 from graphsweep.report.data import Cost, Summary, SweepTables, VERDICT_ORDER, flag, is_control
-from graphsweep.report.text import caveats, cost_sentence, display_reason, level, fmt_number, fmt_q, fmt_speedup, fmt_value, md_escape, md_text, truncate
+from graphsweep.report.text import caveats, cost_sentence, display_reason, level, fmt_number, fmt_q, fmt_value, md_escape, md_text, truncate
 from graphsweep.report.captured import graphs_held
 
 
@@ -34,7 +35,7 @@ def render_markdown(t: SweepTables, cost: Cost, s: Summary) -> str:
         if is_control(r):
             verdict += " (A/A)"
         cells = [fmt_value(r.get(a)) for a in axes] + [
-            str(r.variant), verdict, fmt_speedup(r) + _thin_mark(r), fmt_q(r.get("q_value")), fmt_number(r.get("eager_step_ms"), ".2f"),
+            str(r.variant), verdict, prose.speedup_text(r) + _thin_mark(r), fmt_q(r.get("q_value")), fmt_number(r.get("eager_step_ms"), ".2f"),
             fmt_number(r.get("graph_step_ms"), ".2f"), fmt_number(r.get("mem_delta_gb"), "+.2f"), graphs_held(r),
             truncate(display_reason(r), 160),
         ]  # fmt: skip

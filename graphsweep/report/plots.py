@@ -19,10 +19,12 @@ matplotlib.use("Agg", force=True)  # files only: no display, and the same on eve
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from graphsweep.judge import prose
 from graphsweep.report.data import SweepTables, as_number, id_list, is_control
 from graphsweep.report.shapes import shape_axes, shapes, varying_axes
-from graphsweep.report.text import cell_label, fmt_speedup, fmt_value, memory_figure
-from graphsweep.vocab import AA, EAGER, GRAPH, INCONCLUSIVE, NEUTRAL, OOM, SLOWDOWN, SPEEDUP, USABLE_OUTCOMES, VERDICT_COLORS
+from graphsweep.report.text import cell_label, fmt_value, memory_figure
+from graphsweep.report.colours import VERDICT_COLORS
+from graphsweep.vocab import AA, EAGER, GRAPH, INCONCLUSIVE, NEUTRAL, OOM, SLOWDOWN, SPEEDUP, USABLE_OUTCOMES
 
 
 
@@ -150,9 +152,8 @@ def heat_square(t: SweepTables, r: pd.Series | None) -> str:
         return '<td class="hm-empty">·</td>'
     s = as_number(r.speedup)
     bg, fg = _heat_color(s, r.verdict, t.margin)
-    main = f"{s:.2f}×" if s is not None else html.escape(r.verdict)
-    lo, hi = as_number(r.get("ci_low")), as_number(r.get("ci_high"))
-    ci = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+    main = prose.speedup_text(r, ci=False) if s is not None else html.escape(r.verdict)
+    ci = prose.ci_text(r)
     sub_txt = html.escape(r.verdict) if s is not None else ""
     ring = ""
     if r.verdict in (NEUTRAL, INCONCLUSIVE):  # undecided: a ring in the verdict colour
@@ -377,7 +378,7 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
         ax.set_ylim(0, top * 1.04)
         verdict = str(row.verdict)
         ax.set_title(textwrap.fill(cell_name(t, row), 46), loc="left", fontsize=8, pad=12)
-        ax.text(0.0, 1.01, f"{verdict}  {fmt_speedup(row, ci=False) if as_number(row.get('speedup')) else ''}",
+        ax.text(0.0, 1.01, f"{verdict}  {prose.speedup_text(row, ci=False) if as_number(row.get('speedup')) else ''}",
                 transform=ax.transAxes, fontsize=7.5, color=VERDICT_COLORS.get(verdict, "#24292f"),
                 fontweight="bold", va="bottom")  # fmt: skip
         if clipped:

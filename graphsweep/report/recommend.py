@@ -15,17 +15,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from graphsweep.constraints.rules import FULL_ITERATION_DROPLESS_MOE
-from graphsweep.judge import interval as iv
 from graphsweep.judge import parity as lp
 from graphsweep.judge import prose
 from graphsweep.judge import verdict as vd
-from graphsweep.vocab import (
-    AA, BASELINE_FAILED, BLOCKED, FAILED, INCONCLUSIVE, INVALID, NEUTRAL, NOT_COMPARABLE, OOM, SLOWDOWN, SPEEDUP,
-    UNVERIFIED, VERDICT_COLORS, VERDICTS,
-)  # fmt: skip
+from graphsweep.report.colours import VERDICT_COLORS
+from graphsweep.vocab import AA, BASELINE_FAILED, BLOCKED, INCONCLUSIVE, NEUTRAL, SLOWDOWN, SPEEDUP, VERDICTS
 from graphsweep.report.data import GATE_CLASS, SweepTables, as_number, flag
 from graphsweep.report.shapes import Overrides, graph_overrides, shape_axes
-from graphsweep.report.text import cell_label, fmt_speedup, fmt_value, level, md_code, md_inline, md_text
+from graphsweep.report.text import cell_label, level, md_code, md_inline, md_text
 
 
 @dataclass
@@ -81,58 +78,6 @@ def recommend(t: SweepTables) -> list[Recommendation]:
 
 # --------------------------------------------------------------------------------------------------
 # Words (plain text; `code` spans marked with backticks, rendered by each report)
-def _names(cells: list[pd.Series]) -> str:
-    names = [str(c.variant) for c in cells]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def _pct(delta: float, base: float | None) -> str:
-    return f" ({delta / base:+.0%})" if base else ""
-
-
-def memory_cost(cell: pd.Series) -> str:
-    """'+0.07 GB steady-state allocated memory (+54%)', or '' when the cell has no memory figure."""
-    d = as_number(cell.get("mem_delta_gb"))
-    if d is None:
-        return ""
-    return f"{d:+.2f} GB {prose.memory_words(cell)}{_pct(d, as_number(cell.get('eager_mem_gb')))}"
-
-
-def step_times(cell: pd.Series) -> str:
-    e, g = as_number(cell.get("eager_step_ms")), as_number(cell.get("graph_step_ms"))
-    return f"{e:.2f} → {g:.2f} ms per step" if e is not None and g is not None else ""
-
-
-def _undecided(c: pd.Series) -> str:
-    need = as_number(c.get("repeats_needed"))
-    if flag(c.get("family_gated")):
-        q = as_number(c.get("q_value"))
-        return (f"{c.variant} {fmt_speedup(c)}, decided on its own but not by the sweep's family check (q "
-                f"{'?' if q is None else f'{q:.3f}'}): more repeats lower its q")
-    if flag(c.get("resolution_limited")):
-        how = "the logs' print step cannot decide it"
-    elif need is not None:
-        how = f"about {int(need)} repeats per arm would decide it"
-    else:
-        how = f"more than {iv.POWER_CAP} repeats per arm would be needed"
-    return f"{c.variant} {fmt_speedup(c)}, {how}"
-
-
-def _speedups(cells: list[pd.Series]) -> str:
-    """'0.94× [0.92, 0.96]' for one cell, 'attn 0.9× [..], mlp 0.95× [..]' for several."""
-    if len(cells) == 1:
-        return fmt_speedup(cells[0])
-    return ", ".join(f"{c.variant} {fmt_speedup(c)}" for c in cells)
-
-
-def _int(x: object) -> str:
-    n = as_number(x)
-    return "?" if n is None else str(int(n))
-
-
-DRIFTED = "speedup, parity not ok"  # a group of Recommendations: faster, but not with the eager model's loss
-
-
 def launch_line(rec: Recommendation) -> str:
     """The shape's launch-boundness from its eager arm, and how close the measured graphs came to it."""
     row = next((c for c in rec.cells if as_number(c.get("graph_ceiling")) is not None), None)
@@ -166,54 +111,8 @@ def host_lines(rec: Recommendation) -> list[str]:
 
 
 def _group(verdict: str, cells: list[pd.Series], margin: float) -> str:
-    """Why these cells of one verdict are no recommendation."""
-    names = _names(cells)
-    if verdict == DRIFTED:
-        return ("faster, but not recommended: " + "; ".join(
-            f"{c.variant} {fmt_speedup(c)}: {_int(c.get('loss_departed'))} of {_int(c.get('loss_checked'))} graph runs "
-            f"left eager's lm loss (run {c.get('loss_run_id')} from iteration {_int(c.get('loss_iteration'))})"
-            if c.get("loss_parity") == lp.RUN_DRIFT else f"{c.variant} {fmt_speedup(c)}: {prose.parity(c)}"
-            for c in cells))
-    if verdict == UNVERIFIED:
-        return (f"{names} faster but unverified (loss parity could not be checked, or its references are too few to "
-                f"calibrate a band): {_speedups(cells)}")
-    if verdict == SLOWDOWN:
-        return f"{names} slower than eager: {_speedups(cells)}"
-    if verdict == NEUTRAL:
-        return f"{names} no faster than eager (inside 1 ± {margin:g}): {_speedups(cells)}"
-    if verdict == INCONCLUSIVE:
-        return "undecided (`graphsweep more-repeats` plans the repeats): " + "; ".join(_undecided(c) for c in cells)
-    if verdict == OOM:
-        some = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_SOMETIMES_OOM]
-        tail = " in some repeats (near the memory limit)" if len(some) == len(cells) else " where eager fit"
-        return f"{names} ran out of memory{tail}"
-    if verdict == BLOCKED and all(c.get("failure_class") == GATE_CLASS for c in cells):
-        return f"{names} not run: the launch gate found no graph of this step can win beyond 1 ± {margin:g}"
-    if verdict == BLOCKED:
-        rules = sorted({str(c.get("rule_id")) for c in cells if fmt_value(c.get("rule_id"))})
-        if rules:  # preflight: no job ran; otherwise the job ran and its own check or Megatron refused it
-            return f"{names} blocked before running (preflight `{'`, `'.join(rules)}`)"
-        return f"{names} blocked when run (the training refused it: see the cell's reason)"
-    if verdict == INVALID:
-        diverged = [c for c in cells if c.get("paired_outcome") in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE)]
-        empty = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_CAPTURED_NOTHING]
-        what = "trains another model (its lm loss left eager's, or went NaN/Inf)" if len(diverged) == len(cells) \
-            else "captured no CUDA graph (0 graphs: it trained eager, no graph result)" if len(empty) == len(cells) \
-            else "invalid (no graph captured, no evidence of a captured and replayed graph, or a graph run left " \
-            "eager's loss)"
-        return f"{names} {what}"
-    if verdict == FAILED:
-        return f"{names} failed (no usable graph run while eager completed)"
-    if verdict == NOT_COMPARABLE:
-        return f"{names} not comparable (the arms ran in different environments)"
-    if verdict == BASELINE_FAILED and any(c.get("paired_outcome") == vd.BASELINE_LOSS_NONFINITE for c in cells):
-        broken = next(c for c in cells if c.get("paired_outcome") == vd.BASELINE_LOSS_NONFINITE)
-        return prose.broken_baseline(broken)
-    if verdict == BASELINE_FAILED:
-        fixed = [c for c in cells if c.get("paired_outcome") == vd.GRAPH_FIXES_FAILURE]
-        tail = f"; {_names(fixed)} completed where eager did not" if fixed else ""
-        return f"the eager baseline has no usable run: nothing to compare against{tail}"
-    return f"{names} {verdict}"
+    gated = verdict == BLOCKED and all(c.get("failure_class") == GATE_CLASS for c in cells)
+    return prose.group(verdict, cells, margin, gated=gated)
 
 
 def headline(rec: Recommendation) -> str:
@@ -235,19 +134,18 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
         if rivals:
             out.append(
                 f"not certain: {ch.variant}'s interval overlaps {'that' if len(rivals) == 1 else 'those'} of "
-                f"{', '.join(f'{c.variant} {fmt_speedup(c)}' for c in rivals)}: the data do not rank them for certain"
+                f"{prose.named_speedups(rivals)}: the data do not rank them for certain"
             )
         also = [c for c in others if c.verdict == SPEEDUP and c.get("loss_parity") == lp.PARITY_OK
                 and c.cell_id not in {r.cell_id for r in rivals}]  # a drifting run's cell is said below, not here
         if also:
-            out.append("also faster, by less: " + ", ".join(f"{c.variant} {fmt_speedup(c)}" for c in also))
+            out.append("also faster, by less: " + prose.named_speedups(also))
         alpha = 1 - t.confidence
         q = as_number(ch.get("q_value"))
         if q is not None and q >= alpha:
             out.append(f"q = {q:.2g} ≥ {alpha:g}: the speedup may not survive the correction across the sweep's cells")
         if flag(ch.get("thin")):
-            out.append(f"an arm had fewer than {iv.MIN_OWN_JOBS} jobs: the interval rests on the spread allowance; "
-                       "more repeats would narrow it")
+            out.append(f"{prose.THIN}: more repeats would narrow it")
         if where := prose.band(ch):
             out.append(f"its lm loss follows eager's within the {where}")
         widest = as_number(ch.get("loss_band_max"))
@@ -262,7 +160,7 @@ def details(rec: Recommendation, t: SweepTables) -> list[str]:
     groups: dict[str, list[pd.Series]] = {}
     for c in others:
         if c.verdict == SPEEDUP and c.get("loss_parity") != lp.PARITY_OK:
-            groups.setdefault(DRIFTED, []).append(c)  # faster, but a graph run left eager's loss
+            groups.setdefault(prose.DRIFTED, []).append(c)  # faster, but a graph run left eager's loss
             continue
         if ch is not None and c.verdict == SPEEDUP:
             continue
@@ -311,7 +209,8 @@ def render_markdown(t: SweepTables, recs: list[Recommendation]) -> list[str]:
         ch = rec.choice
         notes = details(rec, t)
         if ch is not None:
-            gain = [f"{fmt_speedup(ch)} faster", step_times(ch), memory_cost(ch) and f"for {memory_cost(ch)}"]
+            cost = prose.memory_cost(ch)
+            gain = [f"{prose.speedup_text(ch)} faster", prose.step_times(ch), cost and f"for {cost}"]
             head += f"**{md_text(headline(rec))}**: " + md_text(", ".join(x for x in gain if x))
         else:
             head += f"**{headline(rec)}**" + (f": {_md_words(notes.pop(0))}" if notes else "")
@@ -357,9 +256,8 @@ def render_html(t: SweepTables, recs: list[Recommendation]) -> str:
         ch = rec.choice
         if ch is not None:
             use = f'<span class="badge" style="background:{VERDICT_COLORS[SPEEDUP]}">{html.escape(str(ch.variant))}</span>'
-            lo, hi = as_number(ch.get("ci_low")), as_number(ch.get("ci_high"))
-            ci = f' <span class="ci">[{lo:.2f}, {hi:.2f}]</span>' if lo is not None and hi is not None else ""
-            speed = f"<b>{html.escape(fmt_speedup(ch, ci=False))}</b>{ci}"
+            ci = f' <span class="ci">{prose.ci_text(ch)}</span>' if prose.ci_text(ch) else ""
+            speed = f"<b>{html.escape(prose.speedup_text(ch, ci=False))}</b>{ci}"
             e, g = as_number(ch.get("eager_step_ms")), as_number(ch.get("graph_step_ms"))
             steps = f"{e:.2f} → {g:.2f}" if e is not None and g is not None else "—"
             d = as_number(ch.get("mem_delta_gb"))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from graphsweep.vocab import GraphOverrides
+from graphsweep.records import GraphOverrides
 from graphsweep.report.data import SweepTables
 from graphsweep.report.text import fmt_value
 
@@ -54,7 +54,7 @@ def shape_axes(t: SweepTables) -> list[str]:
 
 # --------------------------------------------------------------------------------------------------
 # The overrides to paste
-Overrides = GraphOverrides  # what a graph variant's command adds to its shape's eager command (vocab.GraphOverrides)
+Overrides = GraphOverrides  # what a graph variant's command adds to its shape's eager command (records.GraphOverrides)
 
 
 def graph_overrides(t: SweepTables, cell: pd.Series | dict[str, Any]) -> Overrides | None:

@@ -37,16 +37,6 @@ def fmt_value(v: Any) -> str:
     return str(v)
 
 
-def fmt_speedup(row: pd.Series | dict[str, Any], ci: bool = True) -> str:
-    s = as_number(row.get("speedup"))
-    if s is None:
-        return "—"
-    lo, hi = as_number(row.get("ci_low")), as_number(row.get("ci_high"))
-    if not ci or lo is None or hi is None:
-        return f"{s:.2f}×"
-    return f"{s:.2f}× [{lo:.2f}, {hi:.2f}]"
-
-
 def fmt_number(v: Any, spec: str = ".1f", suffix: str = "") -> str:
     f = as_number(v)
     return "—" if f is None else f"{f:{spec}}{suffix}"

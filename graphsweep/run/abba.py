@@ -24,7 +24,8 @@ from typing import Any, Mapping, Sequence
 
 from graphsweep import logformat as lf
 from graphsweep.run.job import job_argv, own_interpreter
-from graphsweep.vocab import ABBA_DRIVER, GRAPH, LaunchPlan
+from graphsweep.records import LaunchPlan
+from graphsweep.vocab import ABBA_DRIVER, GRAPH
 
 
 def _segment_argv(plan: LaunchPlan, slurm: Mapping[str, Any] | None) -> list[str]:

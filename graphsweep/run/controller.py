@@ -31,7 +31,7 @@ from graphsweep.run.process import process_alive, this_process
 from graphsweep.store.readback import check_sweep
 from graphsweep.store.tables import read_table
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import UnusableFile, read_json
+from graphsweep.fileio import UnusableFile, read_json
 
 
 def _fix(paths: SweepPaths) -> str:

@@ -47,7 +47,8 @@ from graphsweep.run.submit import SubmitSettings, read_side, slurm_outcome, subm
 from graphsweep.run.watch import INFRA, RESULT, VANISHED, Event, Fleet, Flight
 from graphsweep.smk import run_dir
 from graphsweep.layout import JobsDir
-from graphsweep.vocab import SpecError, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import SpecError
 
 RUN_RULE = "run"  # rules/run.smk: the only rule this executor runs
 

@@ -4,7 +4,7 @@ GPU-busy diagnostic says no graph of this step can win beyond the margin.
 A CUDA graph removes launch work from the host, not kernels from the GPU: a step whose GPU is busy for most of its
 wall time cannot get faster than `eager step / GPU busy` (docs/results-h200.md section 5: every graph measured on
 the H200 sat at or below it). When that ceiling is below 1 + margin, no run of the graph arm can read `speedup`:
-the run rule runs no job for it and writes the decision, a `vocab.GateDecision`, as run.json's `gate` record; the
+the run rule runs no job for it and writes the decision, a `records.GateDecision`, as run.json's `gate` record; the
 parser reads the run as blocked from that record (never from a log line), and it spends none of its GPU-hours.
 """
 
@@ -22,7 +22,8 @@ from graphsweep.fileio import write_json, write_text
 from graphsweep.judge.centre import centre_ms
 from graphsweep.store.runfiles import read_summary
 from graphsweep.layout import RunDir
-from graphsweep.vocab import USABLE_OUTCOMES, GateDecision, LaunchPlan
+from graphsweep.records import GateDecision, LaunchPlan
+from graphsweep.vocab import USABLE_OUTCOMES
 
 
 def decide(eager_summaries: Sequence[Path], margin: float) -> GateDecision:

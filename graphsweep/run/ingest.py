@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from graphsweep import logformat as lf
 from graphsweep import provenance
-from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name, source_of
+from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.archive import sha256_file
 from graphsweep.fileio import write_json
@@ -96,7 +96,7 @@ def unseeded_note(logmap: LogMap, spec_path: str | Path) -> str | None:
 
 def match_files(spec: Spec) -> LogMap:
     """Map the files of source.logs onto the spec's runs; raise IngestError listing every problem found."""
-    src = source_of(spec.raw, spec.path)
+    src = spec.source
     if src is None:
         raise IngestError(f"{spec.path}: no source block: nothing to ingest")
     if not src.folder.is_dir():
@@ -104,7 +104,7 @@ def match_files(spec: Spec) -> LogMap:
     axes = spec.axes
     shapes = {json.dumps(s, sort_keys=True, default=str) for s in spec.shapes()}
     variants = {v.name for v in spec.variants}
-    if spec.raw.get("aa_control"):
+    if spec.aa_control:
         variants.add(AA)
     problems: list[str] = []
     groups: dict[tuple[str, str], dict[str, dict[str, list[tuple[str, Path]]]]] = {}
@@ -164,9 +164,9 @@ def match_files(spec: Spec) -> LogMap:
     facts: dict[str, dict[str, str]] = {}
     for (key, variant), repeats in groups.items():
         ordered = sorted(repeats, key=_natural)
-        if len(ordered) > spec.raw["repeats"]:
+        if len(ordered) > spec.repeats:
             problems.append(f"{len(ordered)} repeats of {variant} for shape {key} ({', '.join(ordered)}) but the spec "
-                            f"has repeats: {spec.raw['repeats']}; raise repeats or move the extra logs away")  # fmt: skip
+                            f"has repeats: {spec.repeats}; raise repeats or move the extra logs away")  # fmt: skip
             continue
         for k, rep in enumerate(ordered, start=1):
             parts = repeats[rep]

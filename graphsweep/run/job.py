@@ -19,7 +19,8 @@ from typing import Any, Mapping
 
 from graphsweep import provenance, resources
 from graphsweep.layout import TORCHRUN_TEE
-from graphsweep.vocab import ABBA_DRIVER, PYTHON, LaunchPlan
+from graphsweep.records import LaunchPlan
+from graphsweep.vocab import ABBA_DRIVER, PYTHON
 
 
 def is_pair_plan(plan: LaunchPlan) -> bool:

@@ -40,7 +40,7 @@ from graphsweep.run.submit import (
 from graphsweep.run.watch import SlurmWaiter, still_there
 from graphsweep.store.runfiles import read_run_config
 from graphsweep.layout import JobsDir, RunDir
-from graphsweep.vocab import GateDecision, LaunchPlan
+from graphsweep.records import GateDecision, LaunchPlan
 
 
 @dataclass(frozen=True)

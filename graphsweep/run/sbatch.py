@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import yaml
 
 from graphsweep import resources, textsafe
-from graphsweep.vocab import LaunchPlan, SpecError
+from graphsweep.records import LaunchPlan, SpecError
 
 
 def _slurm_defaults() -> dict[str, Any]:

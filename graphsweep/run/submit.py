@@ -44,7 +44,8 @@ from graphsweep.run.slurmstate import (
 )
 from graphsweep.store.runfiles import read_job_side
 from graphsweep.layout import TORCHRUN_LOG_DIR_ENV, JobsDir
-from graphsweep.vocab import LaunchPlan, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.records import LaunchPlan
 
 
 def _timeout_default() -> int:

@@ -20,7 +20,8 @@ from graphsweep.store.readback import read_run_iterations
 from graphsweep.store.runfiles import read_run_info, read_summary
 from graphsweep.store.timeparts import time_columns
 from graphsweep.layout import RunDir
-from graphsweep.vocab import EAGER, PAIR, UnusableFile
+from graphsweep.fileio import UnusableFile
+from graphsweep.vocab import EAGER, PAIR
 
 
 def run_row(plan_row: dict[str, Any], run: RunDir) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from graphsweep.store import schema
 from graphsweep.store.archive import TABLES, ArchiveError, verify_archive
 from graphsweep.store.tables import read_table
 from graphsweep.layout import SweepPaths
-from graphsweep.vocab import UnusableFile
+from graphsweep.fileio import UnusableFile
 
 LIVE = "live"
 NOT_SWEEPS = {SweepPaths.ARCHIVES, SweepPaths.JOBS, SweepPaths.RUN_DIRS}  # folders of a sweep that hold no sweep

@@ -2,7 +2,7 @@
 
 A run's records (`config.yaml`, `run.json`, `summary.json` in store/runfiles.py, `iterations.parquet` here, through
 its RunDir) and the sweep's tables (store/tables.py) each have one reader; a damaged file is `UnusableFile`
-(graphsweep/vocab.py): one line naming the file, what is wrong, and how to go on. `check_sweep` reads all of them the way the workflow will, so
+(graphsweep/fileio.py): one line naming the file, what is wrong, and how to go on. `check_sweep` reads all of them the way the workflow will, so
 the controller refuses a damaged folder before any job starts (rules/common.smk) and names the file again when a
 job failed on one (run/controller.py how_to_resume).
 """
@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from graphsweep.store.runfiles import read_job_side, read_run_config, read_run_info, read_summary
 from graphsweep.store.tables import KEY_COLUMNS, read_table
 from graphsweep.layout import RunDir, SweepPaths
-from graphsweep.vocab import UnusableFile
+from graphsweep.fileio import UnusableFile
 
 
 def read_run_iterations(run: RunDir) -> pd.DataFrame:

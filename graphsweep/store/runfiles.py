@@ -1,6 +1,6 @@
 """A run's records that are not tables, read back and validated: `config.yaml`, `run.json`, `summary.json` (through
 its RunDir) and `.jobs/{run_id}/job.json` (through its JobsDir). A damaged file is `UnusableFile`
-(graphsweep/vocab.py). No pandas or pyarrow here: the run rule reads these where a login node may host one process per
+(graphsweep/fileio.py). No pandas or pyarrow here: the run rule reads these where a login node may host one process per
 run in flight (tests/test_run_imports.py); the tables' readers are store/readback.py and store/tables.py.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from graphsweep.layout import JobsDir, RunDir
-from graphsweep.vocab import UnusableFile, read_json, read_text
+from graphsweep.fileio import UnusableFile, read_json, read_text
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: a sweep has thousands of configs
 

@@ -26,7 +26,7 @@ UTC = pa.timestamp("us", tz="UTC")  # ISO 8601 times in run.json (whole seconds 
 STRS = pa.list_(pa.string())
 INTS = pa.list_(pa.int64())
 SPANS = pa.list_(pa.list_(pa.float64()))  # [[first iteration, last iteration, value], ...]
-# vocab.GraphOverrides: what a graph run's command sets that its shape's eager command does not
+# records.GraphOverrides: what a graph run's command sets that its shape's eager command does not
 OVERRIDES = pa.struct([("what", S), ("paste", STRS), ("shared", STRS)])
 JSON = pa.string()  # a nested record of open-ended keys, as JSON text (JSON_COLUMNS: why each is one)
 
@@ -143,7 +143,7 @@ def _as_nested(v: Any, typ: pa.DataType) -> Any:
 
 
 def _as_overrides(v: Any) -> dict[str, Any] | None:
-    if isinstance(v, str):  # a version 4 file's JSON text (vocab.GraphOverrides.to_json)
+    if isinstance(v, str):  # a version 4 file's JSON text (records.GraphOverrides.to_json)
         v = json.loads(v) if v.strip() else None
     if not isinstance(v, dict):
         return None

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from graphsweep import __version__, provenance
 from graphsweep.fileio import replacing
 from graphsweep.store import schema
-from graphsweep.vocab import UnusableFile
+from graphsweep.fileio import UnusableFile
 
 # History (docs/tables.md): 1 = first release; 2 = runs gains the prov_* columns and prov_key, comparison gains
 # not_comparable_fields and the verdict `not-comparable`; 3 = comparison judges with a resolution floor and margin

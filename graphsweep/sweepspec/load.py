@@ -1,6 +1,6 @@
 """Load a sweep spec: YAML, the JSON schema with its defaults, the rules a schema cannot say, the workload's own checks.
 
-Every problem is a SpecError that names the file, the key and the value (graphsweep/vocab.py).
+Every problem is a SpecError that names the file, the key and the value (graphsweep/records.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from graphsweep import resources, textsafe
 from graphsweep.parse.window import MIN_STEADY
 from graphsweep.sweepspec.source import check_source
 from graphsweep.sweepspec.sweep import Spec, parse_variant
-from graphsweep.vocab import RESERVED_VARIANT_NAMES, SpecError
+from graphsweep.records import SpecError
+from graphsweep.vocab import RESERVED_VARIANT_NAMES
 from graphsweep.workloads.registry import workload_for
 
 
@@ -303,12 +304,12 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
         if key in fixed:
             raise SpecError(path, f"fixed.{key}", fixed[key], f"'{key}' is also an axis; give it in one place only")
         _check_distinct(path, f"axes.{key}", axes[key])
-    if raw.get("launch_gate") and raw.get("pairing"):
+    if raw["launch_gate"] and raw["pairing"]:  # the schema's defaults are filled in
         raise SpecError(path, "launch_gate", True, "a pair job runs both arms in one job, so no eager arm can run "
                         "first: use launch_gate without pairing, or pairing without launch_gate")
-    if raw.get("launch_gate") and raw.get("warmup", 0) < 2:
+    if raw["launch_gate"] and raw["warmup"] < 2:
         raise SpecError(path, "launch_gate", True, f"the gate reads the eager arm's GPU busy time, profiled over "
-                        f"iterations 2..warmup (graphsweep/entry/gpu_busy.py): warmup {raw.get('warmup')} leaves none; "
+                        f"iterations 2..warmup (graphsweep/entry/gpu_busy.py): warmup {raw['warmup']} leaves none; "
                         "give warmup >= 2")
     if raw["iterations"] < MIN_STEADY:
         raise SpecError(path, "iterations", raw["iterations"], f"a run needs at least {MIN_STEADY} measured iterations "

@@ -13,7 +13,8 @@ from typing import Any, Mapping
 import regex
 
 from graphsweep import provenance
-from graphsweep.vocab import EAGER, SpecError
+from graphsweep.records import SpecError
+from graphsweep.vocab import EAGER
 
 RESERVED_GROUPS = {"variant", "repeat", "part"}
 # A user's pattern is matched with the `regex` module (Python's own syntax) under a time limit per file name: a

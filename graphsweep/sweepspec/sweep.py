@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from graphsweep.vocab import (
-    AA, CONTROL, EAGER, EAGER_VARIANT, GRAPH, PAIR, Cell, RunSpec, SpecError, Variant, pair_run_id,
-)  # fmt: skip
+from graphsweep.sweepspec.source import Source, source_of
+from graphsweep.records import EAGER_VARIANT, Cell, RunSpec, SpecError, Variant
+from graphsweep.vocab import AA, CONTROL, EAGER, GRAPH, PAIR, pair_run_id
 
 
 def parse_variant(path: str | Path, index: int, v: Mapping[str, Any]) -> Variant:
@@ -76,9 +76,28 @@ _ABBREVIATIONS = {
 
 
 @dataclass(frozen=True)
+class ExecutorSpec:
+    """The spec's `executor:` block, its defaults filled from the schema's (sweepspec/load.py)."""
+
+    cluster: str
+    timeout_min: int
+    gpus_per_node: int  # 0: all GPUs of a run on one node
+    slurm: Mapping[str, Any]  # the profile's keys (config.schema.yaml) the spec sets; they win over the profile's
+    record: Mapping[str, Any]  # the block as the spec gave it (defaults filled), as every run records it
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "ExecutorSpec":
+        return cls(str(block["cluster"]), int(block["timeout_min"]), int(block["gpus_per_node"]),
+                   dict(block.get("slurm") or {}), dict(block))
+
+
+@dataclass(frozen=True)
 class Spec:
+    """A validated sweep spec: `raw` is the YAML with the schema's defaults filled in (sweepspec/load.py); the
+    properties are its typed view, and the code reads them, never `raw`'s keys (whose defaults are the schema's)."""
+
     path: str
-    raw: Mapping[str, Any]
+    raw: Mapping[str, Any]  # the whole spec, for what records or hashes all of it (plan.parquet, owner.json)
     # cell_id -> repeats wanted for that cell (graphsweep more-repeats, results/{sweep}/extra_repeats.yaml); a cell
     # listed here gets more repeats of its graph arm and its shape's eager baseline (or more pair jobs)
     extra_repeats: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
@@ -92,6 +111,10 @@ class Spec:
         return dict(self.raw["axes"])
 
     @property
+    def fixed(self) -> dict[str, Any]:
+        return dict(self.raw.get("fixed", {}))
+
+    @property
     def variants(self) -> list[Variant]:
         return [parse_variant(self.path, i, v) for i, v in enumerate(self.raw["variants"])]
 
@@ -100,12 +123,67 @@ class Spec:
         return dict(self.raw["workload"])
 
     @property
-    def executor(self) -> dict[str, Any]:
-        return dict(self.raw.get("executor", {}))
+    def executor(self) -> ExecutorSpec:
+        return ExecutorSpec.of(self.raw["executor"])
 
     @property
     def pairing(self) -> bool:
-        return bool(self.raw.get("pairing"))
+        return bool(self.raw["pairing"])
+
+    @property
+    def repeats(self) -> int:
+        return int(self.raw["repeats"])
+
+    @property
+    def warmup(self) -> int:
+        return int(self.raw["warmup"])
+
+    @property
+    def iterations(self) -> int:
+        return int(self.raw["iterations"])
+
+    @property
+    def margin(self) -> float:
+        return self.raw["margin"]  # as written (an int stays one in a message)
+
+    @property
+    def budget_gpu_hours(self) -> float:
+        return self.raw["budget_gpu_hours"]  # as written (an int stays one in a message)
+
+    @property
+    def max_runs(self) -> int:
+        return int(self.raw["max_runs"])
+
+    @property
+    def adaptive_repeats(self) -> bool:
+        return bool(self.raw["adaptive_repeats"])
+
+    @property
+    def aa_control(self) -> bool:
+        return bool(self.raw["aa_control"])
+
+    @property
+    def launch_gate(self) -> bool:
+        return bool(self.raw["launch_gate"])
+
+    @property
+    def preflight(self) -> str:
+        """rules, megatron or none (an ingest spec's default is none: its runs ran already)."""
+        return str(self.raw["preflight"])
+
+    @property
+    def verify(self) -> bool:
+        return bool(self.raw["verify"])
+
+    @property
+    def is_ingest(self) -> bool:
+        """The runs are logs that exist (`source:`): nothing is submitted."""
+        return "source" in self.raw
+
+    @property
+    def source(self) -> Source | None:
+        """The `source:` block, its folder resolved against the spec's (None: the sweep submits its runs)."""
+        return source_of(self.raw, self.path)
 
     def with_extra_repeats(self, extra: Mapping[str, int]) -> "Spec":
         """The same sweep with more repeats for some cells (only ever more: fewer would orphan finished runs)."""
@@ -113,8 +191,8 @@ class Spec:
 
     def shapes(self) -> list[dict[str, Any]]:
         """The cross product of the axes, in spec order, minus excluded shapes."""
-        keys = list(self.raw["axes"])
-        shapes = [dict(zip(keys, values)) for values in itertools.product(*(self.raw["axes"][k] for k in keys))]
+        axes = self.axes
+        shapes = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
         excludes = self.raw.get("exclude", [])
         kept = [s for s in shapes if not any(all(s.get(k) == v for k, v in ex.items()) for ex in excludes)]
         return kept + [dict(item) for item in self.raw.get("include", []) if dict(item) not in kept]
@@ -145,13 +223,12 @@ def shape_slug(shape: Mapping[str, Any]) -> str:
 
 
 def shape_id(spec: Spec, shape: Mapping[str, Any]) -> str:
-    raw = spec.raw
     ident = (
-        raw["workload"],
-        raw.get("fixed", {}),
+        spec.workload,
+        spec.fixed,
         dict(shape),
-        raw["warmup"],
-        raw["iterations"],
+        spec.warmup,
+        spec.iterations,
     )
     return f"{shape_slug(shape)}-{_short_hash(*ident)}"
 
@@ -170,30 +247,29 @@ def expand(spec: Spec) -> tuple[list[RunSpec], list[Cell]]:
     running both arms in ABBA order on the same GPUs; the pair is the unit, so no baseline is shared.
     Repeat indices only ever grow (spec.extra_repeats), so ids of finished runs never change.
     """
-    raw = spec.raw
     variants = spec.variants
     has_full = any(v.is_full_iteration for v in variants)
     runs: list[RunSpec] = []
     cells: list[Cell] = []
-    base = int(raw["repeats"])
+    base = spec.repeats
     extra = spec.extra_repeats
     for shape in spec.shapes():
         sid = shape_id(spec, shape)
-        settings = {**raw.get("fixed", {}), **shape}
+        settings = {**spec.fixed, **shape}
         common = dict(
             sweep=spec.name,
             shape_id=sid,
             shape=shape,
             settings=settings,
             workload=spec.workload,
-            warmup=raw["warmup"],
-            iterations=raw["iterations"],
+            warmup=spec.warmup,
+            iterations=spec.iterations,
             gpus=int(settings.get("gpus", 1)),
-            executor=spec.executor,
+            executor=spec.executor.record,
             has_full_iteration_variant=has_full,
         )
         shape_cells = [(f"{sid}.{_arm_name(v)}", GRAPH, v) for v in variants]
-        if raw.get("aa_control"):
+        if spec.aa_control:
             shape_cells.append((f"{sid}.{AA}", CONTROL, Variant(AA, "none")))
         n_of = {cid: max(base, int(extra.get(cid, 0))) for cid, _, _ in shape_cells}
         if spec.pairing:

@@ -3,7 +3,7 @@
 A workload is a plug-in below the spec: it knows its own settings (`validate`), the constraints its runs can break
 before a job (`preflight`), the exact command of a run (`launch_plan`), what that command sets for its graph that the
 eager command does not (`graph_switch`) and what a run costs (`estimate`). It sees
-runs (graphsweep.vocab.RunSpec), never the whole sweep, so a new workload is one module and one registry line.
+runs (graphsweep.records.RunSpec), never the whole sweep, so a new workload is one module and one registry line.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
-from graphsweep.vocab import GraphOverrides, LaunchPlan, RunSpec, Violation
+from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, Violation
 
 
 class Workload(Protocol):

@@ -52,7 +52,7 @@ from typing import Any, Iterable, Mapping, Sequence  # noqa: E402
 from graphsweep.constraints.hydra import format_override, parse_value  # noqa: E402
 from graphsweep.constraints.runtime import BRIDGE_VALIDATOR  # noqa: E402
 from graphsweep.entry import megatron_entry as entry  # noqa: E402  (the job's own override code)
-from graphsweep.vocab import LaunchPlan, Violation  # noqa: E402
+from graphsweep.records import LaunchPlan, Violation  # noqa: E402
 
 DEFAULT_RECIPE = "vanilla_gpt_pretrain_config"
 

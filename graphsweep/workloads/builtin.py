@@ -10,7 +10,8 @@ from typing import Any, Mapping
 
 from graphsweep.entry.builtin_settings import REQUIRED, SCOPES, SETTINGS, TRAINER, setting_problem, shape_problem
 from graphsweep.workloads.base import RunCost
-from graphsweep.vocab import EAGER, PYTHON, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
+from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
+from graphsweep.vocab import EAGER, PYTHON
 
 KIND = "builtin"
 # The builtin trainer's runs on the H200s (results/examples/h200-builtin, benchmarks/data/h200-builtin-sweep-a):

@@ -30,7 +30,8 @@ from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.constraints.graph import GRAPH_FIELDS
 from graphsweep.workloads.base import RunCost
 from graphsweep.layout import TORCHRUN_TEE
-from graphsweep.vocab import EAGER, EAGER_VARIANT, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
+from graphsweep.records import EAGER_VARIANT, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
+from graphsweep.vocab import EAGER
 
 KIND = "megatron_bridge"
 ENTRY_RELPATH = "graphsweep/entry/megatron_entry.py"  # under resources.SOURCE_ROOT, or the profile's graphsweep_dir

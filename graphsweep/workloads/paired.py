@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from graphsweep.vocab import ABBA_DRIVER, EAGER, GRAPH, PYTHON, GraphOverrides, LaunchPlan, RunSpec, Violation
+from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, Violation
+from graphsweep.vocab import ABBA_DRIVER, EAGER, GRAPH, PYTHON
 from graphsweep.workloads.base import Workload
 
 ORDERS = {1: ("A1", "B1", "B2", "A2"), 0: ("B1", "A1", "A2", "B2")}  # by repeat parity

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphsweep.vocab import LaunchPlan, RunSpec, Violation
+from graphsweep.records import LaunchPlan, RunSpec, Violation
 from graphsweep.workloads import builtin, megatron_bridge
 from graphsweep.workloads.base import Workload
 from graphsweep.workloads.paired import Paired

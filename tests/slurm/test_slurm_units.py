@@ -13,7 +13,7 @@ import pytest
 import submitit
 import yaml
 
-from graphsweep.vocab import LaunchPlan
+from graphsweep.records import LaunchPlan
 from graphsweep.parse.progress import latest_iteration
 from graphsweep.run.slurmstate import (
     SlurmStateCache,

@@ -1,0 +1,246 @@
+"""The records that cross stages: a run (`RunSpec`, its `Variant`), a cell (`Cell`), a preflight `Violation`, the
+`LaunchPlan` of one job (with its one serialisation), a graph's `GraphOverrides`, the launch gate's `GateDecision`,
+and `SpecError`, what a bad spec raises. Their names (outcomes, verdicts, arms) are graphsweep/vocab.py's. Standard
+library only: the entry module imports it inside the user's container.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from graphsweep.textsafe import ENV_NAME
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, NO_GRAPH, PAIR, pair_run_id
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A constraint that rejects a run before it costs a GPU second (graphsweep/constraints)."""
+
+    rule: str  # the constraint's id; a run that hits the same assertion at run time carries it too
+    message: str  # the text Megatron prints (or ours where Megatron has none)
+    source: str  # where the constraint comes from (file:line @ version), or "graphsweep"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What one job runs: the command, its environment, its GPU layout (and for a pair job, both arms' plans)."""
+
+    argv: list[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    gpus: int = 1
+    nodes: int = 1
+    gpus_per_node: int = 1
+    tasks_per_node: int = 1
+    overrides: Mapping[str, Any] = field(default_factory=dict)  # megatron_bridge: the Hydra overrides of this run
+    srun: bool = False  # start the training as its own srun step (multi-task / container launches)
+    srun_args: list[str] = field(default_factory=list)
+    seed: int | None = None  # the training seed the command sets (None: the workload's own, stated in its log)
+    # a pair job: the arms' own plans (A = eager, B = the other arm) and the segment order. In memory only: the
+    # driver's argv already carries them (--plans, --order), so config.yaml and to_dict() hold them once, there.
+    arms: Mapping[str, "LaunchPlan"] = field(default_factory=dict, compare=False)
+    order: tuple[str, ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as config.yaml's `launch` section holds it (and the ABBA driver's --plans)."""
+        return {"argv": list(self.argv), "env": dict(self.env), "gpus": self.gpus, "nodes": self.nodes,
+                "gpus_per_node": self.gpus_per_node, "tasks_per_node": self.tasks_per_node, "srun": self.srun,
+                "srun_args": list(self.srun_args), "overrides": dict(self.overrides), "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LaunchPlan":
+        return cls(argv=[str(a) for a in d.get("argv", [])], env={str(k): str(v) for k, v in (d.get("env") or {}).items()},
+                   gpus=int(d.get("gpus", 1)), nodes=int(d.get("nodes", 1)), gpus_per_node=int(d.get("gpus_per_node", 1)),
+                   tasks_per_node=int(d.get("tasks_per_node", 1)), srun=bool(d.get("srun", False)),
+                   srun_args=[str(a) for a in d.get("srun_args", [])], overrides=dict(d.get("overrides") or {}),
+                   seed=None if d.get("seed") is None else int(d["seed"]))
+
+    def shell(self) -> str:
+        """The command exactly as it runs, as a user would paste it into a shell: every value quoted."""
+        env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(self.env.items()))
+        if not all(ENV_NAME.fullmatch(str(k)) for k in self.env):  # a shell would run such a `NAME=value` word
+            env = shlex.join(["env", *(f"{k}={v}" for k, v in sorted(self.env.items()))])
+        cmd = shlex.join(self.argv)
+        if self.srun:
+            cmd = shlex.join(["srun", *self.srun_args]) + " " + cmd
+        return f"{env} {cmd}".strip()
+
+
+@dataclass(frozen=True)
+class GraphOverrides:
+    """What a graph variant's command sets that its shape's eager command does not: the settings a user pastes into
+    their own training command for this graph. The workload that builds the command records them at plan time
+    (plan.parquet `graph_overrides`, a struct: to_record); the report's Recommendations paste them."""
+
+    what: str  # what the tokens are, as the report names them ("Megatron Bridge overrides", "trainer flags")
+    paste: tuple[str, ...]  # the command's words (argv, unquoted), in its order
+    shared: tuple[str, ...] = ()  # graph settings both arms ran with: how the graph was measured, no difference
+
+    @property
+    def line(self) -> str:
+        """The words as a shell takes them (quoted where a shell would read them otherwise)."""
+        return shlex.join(self.paste)
+
+    @property
+    def shared_line(self) -> str:
+        return shlex.join(self.shared)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"what": self.what, "paste": list(self.paste), "shared": list(self.shared)}
+
+    @classmethod
+    def from_record(cls, d: Any) -> "GraphOverrides | None":
+        """The record of a plan row (plan.parquet reads it as a mapping); None where there is none (an eager run, a
+        plan written before the column)."""
+        if not isinstance(d, Mapping):
+            return None
+        shared = d.get("shared")  # a list, or the array a Parquet reader gives for one
+        return cls(str(d["what"]), tuple(map(str, d["paste"])), tuple(map(str, () if shared is None else shared)))
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """The launch gate's decision on one graph run (spec `launch_gate: true`, graphsweep/run/gate.py), kept as run.json's
+    `gate` record: what its shape's eager runs measured, and the margin. The run rule skips the graph arm when no graph
+    of that step can be faster than 1 + margin; the parser classifies the run from this record, never from a log."""
+
+    ceiling: float | None  # eager step / GPU busy, median over the eager runs that measured it (None: none did)
+    busy_share: float | None  # GPU busy / eager step, over the same runs
+    eager_runs: int  # eager runs that measured it
+    margin: float
+
+    @property
+    def skip(self) -> bool:
+        return self.ceiling is not None and self.ceiling < 1 + self.margin
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ceiling": self.ceiling, "busy_share": self.busy_share, "eager_runs": self.eager_runs,
+                "margin": self.margin}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "GateDecision":
+        """The record as to_dict wrote it; ValueError naming the field that is not."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"gate = {d!r} is not the record of the launch gate's decision")
+
+        def number(key: str, optional: bool) -> Any:
+            v = d.get(key)
+            if (v is None and optional) or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+                return v
+            raise ValueError(f"gate.{key} = {v!r} is not a number")
+
+        runs = d.get("eager_runs")
+        if not isinstance(runs, int) or isinstance(runs, bool) or runs < 0:
+            raise ValueError(f"gate.eager_runs = {runs!r} is not a count of runs")
+        return cls(number("ceiling", True), number("busy_share", True), runs, number("margin", False))
+
+
+# The words of a sweep (design.md): a shape is one point of the axes, a variant a graph setting, a cell shape x
+# variant judged against its shape's eager baseline, an arm eager or graph, a run one job of one arm for one repeat
+class SpecError(ValueError):
+    """A sweep spec is invalid. The message names the file, the key and the value."""
+
+    def __init__(self, path: str | Path, key: str, value: Any, problem: str):
+        self.path, self.key, self.value, self.problem = str(path), key, value, problem
+        shown = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        super().__init__(f"{path}: key '{key}' = {shown}: {problem}")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A graph setting. impl is NO_GRAPH for eager, else local | transformer_engine | full_iteration."""
+
+    name: str
+    impl: str
+    scope: tuple[str, ...] = ()
+    overrides: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def is_graph(self) -> bool:
+        return self.impl != NO_GRAPH
+
+    @property
+    def is_full_iteration(self) -> bool:
+        return self.impl == "full_iteration"
+
+
+EAGER_VARIANT = Variant(EAGER, NO_GRAPH)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One job: one arm of one shape for one repeat."""
+
+    sweep: str
+    run_id: str
+    shape_id: str
+    cell_id: str  # graph run: its cell; eager run: "<shape_id>.eager" (it serves every cell of the shape)
+    arm: str  # eager | graph | control | pair (one job running both arms of a cell in ABBA order, graphsweep/workloads/paired.py)
+    variant: Variant
+    repeat: int
+    shape: Mapping[str, Any]  # axis -> value (what varies)
+    settings: Mapping[str, Any]  # fixed + shape (what the workload gets)
+    workload: Mapping[str, Any]
+    warmup: int
+    iterations: int
+    gpus: int
+    executor: Mapping[str, Any]
+    has_full_iteration_variant: bool  # a full-iteration variant exists for this shape (fairness of NaN checks)
+
+    @property
+    def total_iterations(self) -> int:
+        # warmup eager steps, the capture iteration, then the measured ones
+        return self.warmup + 1 + self.iterations
+
+    @property
+    def is_pair(self) -> bool:
+        return self.arm == PAIR
+
+    def pair_arms(self) -> tuple["RunSpec", "RunSpec"]:
+        """The two arms one pair job runs: (eager, graph) - or (eager, control) for an A/A cell.
+
+        Each keeps the pair's repeat (the builtin workload's seed), so both arms see the same data.
+        """
+        if not self.is_pair:
+            raise ValueError(f"run {self.run_id!r} is a {self.arm} run, not a pair job (spec `pairing: true`)")
+        other = GRAPH if self.variant.is_graph else CONTROL
+        eager = replace(self, run_id=pair_run_id(self.run_id, EAGER), arm=EAGER, variant=EAGER_VARIANT)
+        return eager, replace(self, run_id=pair_run_id(self.run_id, other), arm=other)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "sweep": self.sweep,
+            "run_id": self.run_id,
+            "shape_id": self.shape_id,
+            "cell_id": self.cell_id,
+            "arm": self.arm,
+            "variant": self.variant.name,
+            "impl": self.variant.impl,
+            "scope": "+".join(self.variant.scope),
+            "repeat": self.repeat,
+            "warmup": self.warmup,
+            "iterations": self.iterations,
+            "gpus": self.gpus,
+            "workload": self.workload["kind"],
+            "shape": dict(self.shape),
+            "settings": dict(self.settings),
+        }
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Shape x graph variant, judged against the eager baseline of its shape."""
+
+    cell_id: str
+    shape_id: str
+    variant: Variant
+    shape: Mapping[str, Any]
+    eager_run_ids: tuple[str, ...]
+    graph_run_ids: tuple[str, ...]
+    is_control: bool = False
+    pair_run_ids: tuple[str, ...] = ()  # pairing: the jobs; eager/graph ids above are their measured arms
