@@ -1,7 +1,7 @@
 # Two entry points for a fresh machine (see README):
 #   make sweep      set up and run the default sweep end to end (local executor, builtin workload)
 #   make test       set up (system packages, local Slurm cluster) and run every test
-#   make test-fast  the in-process unit tests only (no torch, Snakemake, Slurm or Chromium process): under 2 minutes
+#   make test-fast  the in-process unit tests only (no torch, Snakemake, Slurm or Chromium process): README "Tests" times it
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= 2
