@@ -33,9 +33,10 @@ slurm: system
 test: install slurm
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -ra
 
-# tests/conftest.py --lane fast: deselects the tests marked slow/snakemake/torch/chromium/slurm/megatron, 60 s a test
+# tests/conftest.py --lane fast: deselects the tests marked slow/snakemake/torch/chromium/slurm/megatron, 60 s a test;
+# two pytest-xdist workers, one a core (the lane is ~150 s of CPU; make test stays one process: one Slurm cluster)
 test-fast: install
-	$(PY) -m pytest --lane fast -q
+	$(PY) -m pytest --lane fast -q -n 2
 
 # Megatron Bridge's own config validator on the CPU (Python 3.12; `preflight: megatron` and the live truth check)
 megatron-venv:
