@@ -9,17 +9,11 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from graphsweep.plan.cost import spent_of
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
-from graphsweep.plan.planner import (
-    check_plan,
-    gate_inputs,
-    plan_sweep,
-    submitted,
-    write_plan,
-)
+from graphsweep.plan.planner import gate_inputs, submitted, write_plan
+from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.resources import CONFIG_SCHEMA, data_file
-from graphsweep.plan.repeats import RepeatsError, apply_extra
+from graphsweep.plan.repeats import RepeatsError
 from graphsweep.run.controller import (
     done_when_interrupted,
     end_of_sweep,
@@ -31,7 +25,6 @@ from graphsweep.run.controller import (
 )
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.store.readback import check_sweep
-from graphsweep.sweepspec.load import load_spec
 from graphsweep.smk import (
     config_problem,
     logging_to,
@@ -56,24 +49,20 @@ if problem := unsafe_setting(config):
     )
 
 try:
-    # a broken spec stops the workflow before anything is planned or submitted
-    SPEC = load_spec(config["spec"])
-    # with the repeats `graphsweep more-repeats` asked for (results/{sweep}/extra_repeats.yaml)
-    SPEC = apply_extra(SPEC, config["results"])
-    # every run planned once for this invocation: preflight, command and cost (the plan rule writes this); the
-    # executor the rules use decides whether a graph arm needs a CUDA device on this machine
-    PLAN = plan_sweep(
-        SPEC, config.get("cluster"), SweepPaths(config["results"], SPEC.name)
-    )
-    # a run beyond the time limit, a sweep over its GPU-hour budget (what its finished runs took, the rest's
-    # estimates corrected by them: graphsweep/plan/cost.py): refused before any job
-    check_plan(SPEC, PLAN, spent_of(SweepPaths(config["results"], SPEC.name)))
+    # a broken spec stops the workflow before anything is planned or submitted. Every run is planned once for this
+    # invocation (graphsweep/plan/sweep_plan.py, as `graphsweep plan` and `check-spec` plan it): the spec with the
+    # repeats `graphsweep more-repeats` asked for (results/{sweep}/extra_repeats.yaml); the executor the rules use
+    # decides whether a graph arm needs a CUDA device on this machine; a run beyond the time limit, a sweep over its
+    # GPU-hour budget (what its finished runs took, the rest's estimates corrected by them) is refused before any job
+    SWEEP_PLAN = plan_for(config["spec"], config["results"], config.get("cluster"))
 except (SpecError, RepeatsError) as error:
     refuse(f"graphsweep: invalid sweep spec: {error}")
 
+SPEC = SWEEP_PLAN.spec
+PLAN = SWEEP_PLAN.planned
 SWEEP = SPEC.name
 RESULTS = config["results"]
-PATHS = SweepPaths(RESULTS, SWEEP)  # this sweep's files
+PATHS = SWEEP_PLAN.paths  # this sweep's files
 PATTERN = SweepPaths("{results}", "{sweep}")  # the same files as rule patterns
 PLANNED = {p.run.run_id: p for p in PLAN}
 SUBMITTED = [p.run.run_id for p in submitted(PLAN)]
