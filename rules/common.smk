@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
-from graphsweep.plan.planner import gate_inputs, submitted, write_plan
+from graphsweep.plan.planner import gate_inputs, submitted
 from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.plan.repeats import RepeatsError
@@ -27,7 +27,6 @@ from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.store.readback import check_sweep
 from graphsweep.smk import (
     config_problem,
-    logging_to,
     refuse,
     unsafe_setting,
     unwritable,
@@ -251,10 +250,9 @@ def stop_sweep():
     )
 
 
-def write_plan_of_this_invocation(out, log):
-    """The plan rule: this invocation's one plan (PLAN above), into plan.parquet."""
-    with logging_to(log):
-        write_plan(SPEC, PLAN, out)
+def get_sweep_plan(wildcards):
+    """The plan job's param: this invocation's one plan (a record Snakemake cannot serialise, so never a trigger)."""
+    return SWEEP_PLAN
 
 
 if workflow.is_main_process:

@@ -1,3 +1,7 @@
+# The plan job writes this invocation's one plan (rules/common.smk SWEEP_PLAN), handed over as a param: an object
+# Snakemake cannot record, so it is no rerun trigger, and the job writes exactly what the DAG was built from (planned
+# again in the job, a `preflight: megatron` sweep would run Megatron Bridge's check twice, and a run that finished
+# in between could change what the job writes behind the DAG's back).
 rule plan:
     input:
         spec=config["spec"],
@@ -7,8 +11,10 @@ rule plan:
     log:
         str(PATTERN.rule_log("plan")),
     localrule: True
-    run:
-        write_plan_of_this_invocation(output[0], log[0])
+    params:
+        plan=get_sweep_plan,
+    script:
+        "../scripts/plan.py"
 
 
 # No file input on purpose: the run's config comes from this invocation's plan (params, so a changed command re-queues

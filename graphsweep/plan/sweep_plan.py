@@ -12,7 +12,7 @@ from typing import Mapping
 
 from graphsweep.layout import SweepPaths
 from graphsweep.plan.cost import spent_of
-from graphsweep.plan.planner import PlannedRun, check_plan, plan_sweep, submitted
+from graphsweep.plan.planner import PlannedRun, check_plan, plan_sweep, submitted, write_plan
 from graphsweep.plan.repeats import apply_extra
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.sweepspec.sweep import Spec
@@ -45,3 +45,8 @@ def plan_for(spec_path: str | Path, results: str | Path, cluster: str | None = N
     spent = spent_of(paths)  # the rest's estimates follow what the finished runs took
     check_plan(spec, planned, spent)  # beyond the time limit, over the GPU-hour budget, over max_runs
     return SweepPlan(spec, planned, paths, spent)
+
+
+def write_plan_files(sweep: SweepPlan, plan_out: str | Path) -> None:
+    """The plan rule: this invocation's plan into plan.parquet."""
+    write_plan(sweep.spec, sweep.planned, plan_out)
