@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.enums import RerunTrigger
 from snakemake.utils import validate
 
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
 from graphsweep.plan.planner import gate_inputs, submitted
-from graphsweep.plan.sweep_plan import plan_for
+from graphsweep.plan.sweep_plan import plan_for, stale_configs
 from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.plan.repeats import RepeatsError
 from graphsweep.run.controller import (
@@ -64,6 +65,10 @@ RESULTS = config["results"]
 PATHS = SWEEP_PLAN.paths  # this sweep's files
 PATTERN = SweepPaths("{results}", "{sweep}")  # the same files as rule patterns
 PLANNED = {p.run.run_id: p for p in PLAN}
+PLAN_DIGEST = SWEEP_PLAN.digest()  # the plan rule's trigger
+STALE = stale_configs(
+    SWEEP_PLAN
+)  # the plan job's config.yaml outputs: missing, or another config than the plan's
 SUBMITTED = [p.run.run_id for p in submitted(PLAN)]
 PAIRS = [
     p.run.run_id for p in PLAN if p.run.arm == PAIR
@@ -113,9 +118,36 @@ def get_planned(wildcards):
         ) from None
 
 
+def get_kept_configs(wildcards=None):
+    """The changed config.yaml files the plan job keeps as their jobs ran them: all of them when Snakemake's params
+    trigger is off (`--rerun-triggers mtime`: tools/rederive_examples.sh re-derives the committed sweeps so), as a
+    per-run params trigger was the only thing that rewrote them. Known once the DAG is built (the settings are).
+    """
+    return sorted(kept_configs())
+
+
+def kept_configs():
+    if not KEPT:  # once, as the DAG is built
+        keep = RerunTrigger.PARAMS not in workflow.rerun_triggers
+        KEPT.append({r for r in STALE if keep and PATHS.run_config(r).is_file()})
+    return KEPT[0]
+
+
+KEPT = []
+
+
 def get_run_config(wildcards):
-    """What configure_run writes: the run's settings and exact command (a params trigger when they change)."""
-    return get_planned(wildcards).config()
+    """A run's config.yaml; ancient() when the plan job keeps it, so that the run does not wait for that job."""
+    path = str(PATTERN.run_config(wildcards.run_id)).format(
+        results=wildcards.results, sweep=wildcards.sweep
+    )
+    return ancient(path) if wildcards.run_id in kept_configs() else path
+
+
+def get_stale_configs():
+    """The plan rule's outputs besides plan.parquet: the config.yaml of the runs whose config is missing or changed
+    (update(): a plan job that fails leaves the last version in place)."""
+    return [update(str(PATHS.run_config(run_id))) for run_id in STALE]
 
 
 def get_gate_summaries(wildcards):
