@@ -8,7 +8,9 @@
 # its run, left as it is with its mtime, so no finished run is queued again when the plan is written again. The
 # digest (a string Snakemake records) writes the plan again when what it writes changed (a command, a new estimate).
 # Its outputs are this sweep's paths, not patterns: Snakemake's output index then looks at this rule only for them
-# (with patterns it would match every file of every run against each of its outputs). No run reads plan.parquet: a plan.parquet input would queue every finished run again whenever the plan is written.
+# (with patterns it would match every file of every run against each of its outputs). With the params trigger off
+# (`--rerun-triggers mtime`) a changed config.yaml is kept as its job ran it (`keep`, get_kept_configs). No run reads
+# plan.parquet: such an input would queue every finished run again whenever the plan is written.
 rule plan:
     input:
         spec=config["spec"],
