@@ -10,8 +10,8 @@ children included) and the sacct calls it made (a counting wrapper first on PATH
 with SIGINT (Ctrl-C) and every job of the benchmark is cancelled by id (they carry the Slurm comment
 `graphsweep-benchmark-login-node`).
 
-The runs' config.yaml files are written before Snakemake starts (what `configure_run` writes, by the same
-function), so the figures are those of runs in flight, not of N configure_run jobs starting.
+The runs' config.yaml files are written before Snakemake starts (what the plan job writes, by the same
+function), so the figures are those of runs in flight, not of the plan job.
 
     .venv/bin/python benchmarks/login_node.py 100 500                       # this checkout
     .venv/bin/python benchmarks/login_node.py 100 --code /tmp/graphsweep-main   # another tree (git archive main)

@@ -1,7 +1,7 @@
 """What a sweep's size costs Snakemake: wall time and peak memory of `snakemake -n` for N planned runs.
 
 The builtin workload, one axis of N/2 micro-batch values, one graph variant, one repeat (N runs: N/2 eager
-baselines and N/2 graph runs; each run is three jobs: configure_run, run, parse). `max_runs` in the spec schema stays
+baselines and N/2 graph runs; each run is two jobs: run and parse; the plan job writes its config.yaml). `max_runs` in the spec schema stays
 below where this falls over; sweepspec/load.py SNAKEMAKE_COST quotes the per-run figure.
 
     .venv/bin/python benchmarks/plan_size.py 2000 5000 10000 20000

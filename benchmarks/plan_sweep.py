@@ -3,7 +3,7 @@
     python benchmarks/plan_sweep.py --cells 1000        # target on a 2-core machine: < 20 s
 
 The spec is the builtin workload with 250 shapes x 4 graph variants (repeats 2): 1,000 cells, 2,500 runs,
-and about 7,500 jobs in the DAG (configure, run and parse per run).
+and about 5,000 jobs in the DAG (run and parse per run; the plan job writes every config.yaml).
 """
 
 from __future__ import annotations

@@ -7,19 +7,14 @@ import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.enums import RerunTrigger
 from snakemake.utils import validate
 
-from graphsweep.plan.cost import spent_of
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
-from graphsweep.plan.planner import (
-    check_plan,
-    gate_inputs,
-    plan_sweep,
-    submitted,
-    write_plan,
-)
+from graphsweep.plan.planner import gate_inputs, submitted
+from graphsweep.plan.sweep_plan import plan_for, stale_configs
 from graphsweep.resources import CONFIG_SCHEMA, data_file
-from graphsweep.plan.repeats import RepeatsError, apply_extra
+from graphsweep.plan.repeats import RepeatsError
 from graphsweep.run.controller import (
     done_when_interrupted,
     end_of_sweep,
@@ -31,10 +26,8 @@ from graphsweep.run.controller import (
 )
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.store.readback import check_sweep
-from graphsweep.sweepspec.load import load_spec
 from graphsweep.smk import (
     config_problem,
-    logging_to,
     refuse,
     unsafe_setting,
     unwritable,
@@ -58,26 +51,26 @@ if problem := unsafe_setting(config):
     )
 
 try:
-    # a broken spec stops the workflow before anything is planned or submitted
-    SPEC = load_spec(config["spec"])
-    # with the repeats `graphsweep more-repeats` asked for (results/{sweep}/extra_repeats.yaml)
-    SPEC = apply_extra(SPEC, config["results"])
-    # every run planned once for this invocation: preflight, command and cost (the plan rule writes this); the
-    # executor the rules use decides whether a graph arm needs a CUDA device on this machine
-    PLAN = plan_sweep(
-        SPEC, config.get("cluster"), SweepPaths(config["results"], SPEC.name)
-    )
-    # a run beyond the time limit, a sweep over its GPU-hour budget (what its finished runs took, the rest's
-    # estimates corrected by them: graphsweep/plan/cost.py): refused before any job
-    check_plan(SPEC, PLAN, spent_of(SweepPaths(config["results"], SPEC.name)))
+    # a broken spec stops the workflow before anything is planned or submitted. Every run is planned once for this
+    # invocation (graphsweep/plan/sweep_plan.py, as `graphsweep plan` and `check-spec` plan it): the spec with the
+    # repeats `graphsweep more-repeats` asked for (results/{sweep}/extra_repeats.yaml); the executor the rules use
+    # decides whether a graph arm needs a CUDA device on this machine; a run beyond the time limit, a sweep over its
+    # GPU-hour budget (what its finished runs took, the rest's estimates corrected by them) is refused before any job
+    SWEEP_PLAN = plan_for(config["spec"], config["results"], config.get("cluster"))
 except (SpecError, RepeatsError) as error:
     refuse(f"graphsweep: invalid sweep spec: {error}")
 
+SPEC = SWEEP_PLAN.spec
+PLAN = SWEEP_PLAN.planned
 SWEEP = SPEC.name
 RESULTS = config["results"]
-PATHS = SweepPaths(RESULTS, SWEEP)  # this sweep's files
+PATHS = SWEEP_PLAN.paths  # this sweep's files
 PATTERN = SweepPaths("{results}", "{sweep}")  # the same files as rule patterns
 PLANNED = {p.run.run_id: p for p in PLAN}
+PLAN_DIGEST = SWEEP_PLAN.digest()  # the plan rule's trigger
+STALE = stale_configs(
+    SWEEP_PLAN
+)  # the plan job's config.yaml outputs: missing, or another config than the plan's
 SUBMITTED = [p.run.run_id for p in submitted(PLAN)]
 PAIRS = [
     p.run.run_id for p in PLAN if p.run.arm == PAIR
@@ -127,9 +120,36 @@ def get_planned(wildcards):
         ) from None
 
 
+def get_kept_configs(wildcards=None):
+    """The changed config.yaml files the plan job keeps as their jobs ran them: all of them when Snakemake's params
+    trigger is off (`--rerun-triggers mtime`: tools/rederive_examples.sh re-derives the committed sweeps so), as a
+    per-run params trigger was the only thing that rewrote them. Known once the DAG is built (the settings are).
+    """
+    return sorted(kept_configs())
+
+
+def kept_configs():
+    if not KEPT:  # once, as the DAG is built
+        keep = RerunTrigger.PARAMS not in workflow.rerun_triggers
+        KEPT.append({r for r in STALE if keep and PATHS.run_config(r).is_file()})
+    return KEPT[0]
+
+
+KEPT = []
+
+
 def get_run_config(wildcards):
-    """What configure_run writes: the run's settings and exact command (a params trigger when they change)."""
-    return get_planned(wildcards).config()
+    """A run's config.yaml; ancient() when the plan job keeps it, so that the run does not wait for that job."""
+    path = str(PATTERN.run_config(wildcards.run_id)).format(
+        results=wildcards.results, sweep=wildcards.sweep
+    )
+    return ancient(path) if wildcards.run_id in kept_configs() else path
+
+
+def get_stale_configs():
+    """The plan rule's outputs besides plan.parquet: the config.yaml of the runs whose config is missing or changed
+    (update(): a plan job that fails leaves the last version in place)."""
+    return [update(str(PATHS.run_config(run_id))) for run_id in STALE]
 
 
 def get_gate_summaries(wildcards):
@@ -264,10 +284,9 @@ def stop_sweep():
     )
 
 
-def write_plan_of_this_invocation(out, log):
-    """The plan rule: this invocation's one plan (PLAN above), into plan.parquet."""
-    with logging_to(log):
-        write_plan(SPEC, PLAN, out)
+def get_sweep_plan(wildcards):
+    """The plan job's param: this invocation's one plan (a record Snakemake cannot serialise, so never a trigger)."""
+    return SWEEP_PLAN
 
 
 if workflow.is_main_process:

@@ -13,7 +13,7 @@ if is_ingest():
 
     rule ingest_run:
         input:
-            config=str(PATTERN.run_config("{run_id}")),
+            config=get_run_config,
             logs=INGEST.input_files,
         output:
             run=str(PATTERN.run_json("{run_id}")),

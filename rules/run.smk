@@ -5,7 +5,7 @@ if not is_ingest():
 
     rule run:
         input:
-            config=str(PATTERN.run_config("{run_id}")),
+            config=get_run_config,
             gate=get_gate_summaries,
         output:
             run=str(PATTERN.run_json("{run_id}")),

@@ -10,6 +10,8 @@ the control cell is inconclusive whatever the CPU's timings, so the test needs n
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -126,3 +128,34 @@ def test_more_repeats_refuses_a_sweep_that_spent_its_alpha_at_the_first_look(tmp
     again.raw["adaptive_repeats"] = True
     plans = repeats.plan_more_repeats(again, inconclusive, None)
     assert plans and all(p.new_runs == [] and "second look already" in p.why for p in plans)  # no third look
+
+
+@pytest.mark.slow
+@pytest.mark.snakemake
+def test_the_plan_job_writes_only_the_configs_that_changed_and_queues_only_their_runs(swept, tmp_path):
+    """The plan job writes each run's config.yaml (no job per run for it): a spec edit that changes no run's config
+    writes the plan again and leaves every config.yaml as it was, its mtime too, and queues no run; a setting in
+    every run's config queues every run again (same ids); a deleted run folder queues exactly that run."""
+    workdir, _, _ = swept
+    copy = tmp_path / "copy"
+    shutil.copytree(workdir, copy, symlinks=True)  # copy2: mtimes and Snakemake's records kept
+    spec_path, out = copy / "configs" / "adaptive.yaml", copy / "results" / "adaptive"
+    (out / "owner.json").unlink()  # it names the original's spec path: the copy's spec takes the folder over
+    configs = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted((out / "runs").glob("*/config.yaml"))}
+    raw = yaml.safe_load(spec_path.read_text())
+    raw["margin"] = 2 * raw["margin"]  # the judge's, in no run's config
+    spec_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    proc = snakemake(copy, "--cores", "2", "--config", "spec=configs/adaptive.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^(local)?rule plan:", proc.stdout + proc.stderr, re.M) and not planned_runs(proc.stdout + proc.stderr)
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in configs} == configs
+
+    victim = sorted(configs)[0].parent
+    shutil.rmtree(victim)
+    dry = snakemake(copy, "--cores", "2", "--config", "spec=configs/adaptive.yaml", "-n")
+    assert dry.returncode == 0 and planned_runs(dry.stdout + dry.stderr) == {victim.name}, dry.stderr[-3000:]
+
+    raw["executor"]["timeout_min"] += 1  # in every run's config.yaml, not in its id
+    spec_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    dry = snakemake(copy, "--cores", "2", "--config", "spec=configs/adaptive.yaml", "-n")
+    assert dry.returncode == 0 and planned_runs(dry.stdout + dry.stderr) == {p.parent.name for p in configs}

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+import yaml
 from rich.console import Console
 from rich.text import Text
 
+from graphsweep import resources
 from graphsweep.smk import unwritable
 from graphsweep.textsafe import for_terminal
 
@@ -41,6 +43,12 @@ def broken_pipe_quiet() -> Iterator[None]:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(141) from None
+
+
+def cluster_choices() -> list[str]:
+    """The workflow's `cluster` setting's values (its config schema), for a command that plans as the workflow does."""
+    schema = yaml.safe_load(resources.read_text(resources.CONFIG_SCHEMA))
+    return list(schema["properties"]["cluster"]["enum"])
 
 
 def fail(command: str, message: str) -> int:

@@ -9,13 +9,12 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
+from graphsweep.commands import cluster_choices
 from graphsweep.commands import console as _console
 from graphsweep.commands import plain
-from graphsweep.plan.cost import spent_of
-from graphsweep.plan.planner import PlannedRun, check_plan, dry_run_summary, plan_sweep
-from graphsweep.plan.repeats import RepeatsError, apply_extra
-from graphsweep.sweepspec.load import load_spec
-from graphsweep.layout import SweepPaths
+from graphsweep.plan.planner import PlannedRun, dry_run_summary
+from graphsweep.plan.repeats import RepeatsError
+from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.records import SpecError
 
 NAME = "check-spec"
@@ -27,16 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON object instead of a table")
     p.add_argument("--results", default="results",
                    help="results folder: its extra_repeats.yaml for this sweep is checked too (default: results)")
+    p.add_argument("--cluster", choices=cluster_choices(),
+                   help="the executor the workflow runs with (its --config cluster=); default: the spec's executor.cluster")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        spec = load_spec(args.spec)
-        spec = apply_extra(spec, args.results)  # a side file naming cells this sweep lacks is refused too
-        paths = SweepPaths(args.results, spec.name)
-        planned = plan_sweep(spec, paths=paths)
-        spent = spent_of(paths)  # what this sweep's finished runs took: the rest's estimates follow them
-        check_plan(spec, planned, spent)  # beyond the time limit, over the GPU-hour budget
+        sweep = plan_for(args.spec, args.results, args.cluster)  # the workflow's own plan (plan/sweep_plan.py)
     except (SpecError, RepeatsError) as exc:
         if args.json:
             where = {"file": exc.path, "key": exc.key, "value": exc.value} if isinstance(exc, SpecError) else {}
@@ -44,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"graphsweep: invalid sweep spec: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    spec, planned, spent = sweep.spec, sweep.planned, sweep.spent
     first: dict[str, PlannedRun] = {}
     for p in planned:
         if not p.submitted:

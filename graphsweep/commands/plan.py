@@ -7,13 +7,13 @@ import sys
 
 from rich.table import Table
 
+from graphsweep.commands import cluster_choices
 from graphsweep.commands import console as _console
 from graphsweep.commands import fail, output_file_problem, plain
 from graphsweep.plan.owner import SweepOwnedError, claim
-from graphsweep.plan.cost import spent_of
-from graphsweep.plan.planner import check_plan, dry_run_summary, plan_frame, plan_sweep, write_plan
-from graphsweep.sweepspec.load import load_spec
-from graphsweep.layout import SweepPaths
+from graphsweep.plan.planner import dry_run_summary, plan_frame, write_plan
+from graphsweep.plan.repeats import RepeatsError
+from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.fileio import UnusableFile
 from graphsweep.records import SpecError
 from graphsweep.vocab import GRAPH, NO_GRAPH, PAIR
@@ -25,7 +25,12 @@ HELP = "list every run of a sweep with its command, preflight verdict and GPU-ho
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec (YAML)")
     p.add_argument("--dry-run", action="store_true", help="only print; write no plan.parquet")
-    p.add_argument("--out", help="where to write plan.parquet (default results/{sweep}/plan.parquet)")
+    p.add_argument("--out", help="where to write plan.parquet (default RESULTS/{sweep}/plan.parquet)")
+    p.add_argument("--results", default="results",
+                   help="results folder of the workflow: its extra_repeats.yaml and finished runs count (default: results)")
+    p.add_argument("--cluster", choices=cluster_choices(),
+                   help="the executor the workflow runs with (its --config cluster=; the Slurm profile's is slurm); "
+                        "default: the spec's executor.cluster")
     p.add_argument("--commands", action="store_true", help="also print the exact command of every run")
 
 
@@ -36,25 +41,18 @@ def _pair_label(row) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        spec = load_spec(args.spec)
-    except SpecError as exc:
+    try:  # the workflow's own plan (graphsweep/plan/sweep_plan.py): the same rows as its plan.parquet
+        sweep = plan_for(args.spec, args.results, args.cluster)
+    except (SpecError, RepeatsError) as exc:
         print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
         return 2
-    out = args.out or str(SweepPaths("results", spec.name).plan)
+    spec, planned, spent = sweep.spec, sweep.planned, sweep.spent
+    out = args.out or str(sweep.paths.plan)
     if not args.dry_run and (problem := output_file_problem(out)):
         return fail(NAME, f"--out: {problem}")
-    paths = None if args.out else SweepPaths("results", spec.name)
-    planned = plan_sweep(spec, paths=paths)
-    spent = spent_of(paths)  # what this sweep's finished runs took: the rest's estimates follow them
-    try:
-        check_plan(spec, planned, spent)  # beyond the time limit, over the GPU-hour budget
-    except SpecError as exc:
-        print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
-        return 2
     if not args.dry_run and not args.out:  # results/{sweep} is this spec's, never another's (plan/owner.py)
         try:
-            claim(SweepPaths("results", spec.name), spec)
+            claim(sweep.paths, spec)
         except (SweepOwnedError, UnusableFile) as exc:
             return fail(NAME, str(exc))
     df = plan_frame(planned)

@@ -112,7 +112,6 @@ def notes(row: Mapping[str, Any]) -> list[str]:
     """What a timing verdict adds to its interval: planning hint, memory price, thin or coarse data, exclusions."""
     out: list[str] = []
     verdict = _get(row, "verdict")
-    margin = float(_get(row, "margin") or 0.0)
     if verdict == INCONCLUSIVE and _get(row, "family_gated"):
         out.append("more repeats of this cell narrow its interval and lower its p, and with it its q "
                    "(`graphsweep more-repeats`)")

@@ -30,7 +30,7 @@ def read_yaml(path: str | Path, fix: str = "") -> Any:
 
 
 def read_run_config(run: RunDir, parse: bool = False) -> dict[str, Any]:
-    """config.yaml (what configure_run wrote from the plan): its `run`, `launch` and `executor` records; with `parse`
+    """config.yaml (what the plan job wrote from the plan): its `run`, `launch` and `executor` records; with `parse`
     also what the parser needs of the run (its arm and warmup)."""
     fix = run.fix_for(run.config)
     cfg = read_yaml(run.config, fix)
