@@ -41,7 +41,7 @@ from graphsweep.run.runrule import (
     keep_first_attempt,
     transient_of,
 )
-from graphsweep.run.slurmstate import InfraFailure, result_pickle
+from graphsweep.run.slurmstate import InfraFailure
 from graphsweep.run.sbatch import SubmitRefused
 from graphsweep.run.submit import SubmitSettings, read_side, slurm_outcome, submit_slurm, waiting_limits
 from graphsweep.run.watch import INFRA, RESULT, VANISHED, Event, Fleet, Flight
@@ -161,9 +161,7 @@ class Executor(RemoteExecutor):
                             "executor (snakemake --cores N)")  # fmt: skip
         running = Running(task, say)
         side = read_side(task.jobs)
-        if side and side.get("cluster") == "slurm":
-            if result_pickle(side).exists():
-                say(f"reattaching {task.run_id} to Slurm job {side['job_id']} (finished, result present)")
+        if side and side.get("cluster") == "slurm":  # the fleet's first poll says how it found the job
             running.flight = self._watch(running, side, reattached=True)
         else:
             self._submit(running)

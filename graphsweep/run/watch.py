@@ -172,6 +172,9 @@ class Fleet:
         waiting = []
         for f in flights:
             if result_pickle(f.side).exists():
+                if not f.decided:  # a reattached job that finished before (or while) the controller came back
+                    f.decided = True
+                    self.say(f"reattaching {f.label} to Slurm job {f.job_id} (finished, result present)")
                 events.append(Event(f, RESULT))
             else:
                 waiting.append(f)

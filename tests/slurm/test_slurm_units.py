@@ -17,13 +17,14 @@ from graphsweep.records import LaunchPlan
 from graphsweep.parse.progress import latest_iteration
 from graphsweep.run.slurmstate import (
     SlurmStateCache,
+    WaitLimits,
     Waiting,
     interrupt_message,
     parse_sacct,
     progress_line,
 )
 from graphsweep.run.slurmstate import JobRecord
-from graphsweep.run.watch import StuckGuard
+from graphsweep.run.watch import RESULT, Fleet, StuckGuard
 from graphsweep.run.job import job_argv
 from graphsweep.run.submit import slurm_parameters
 
@@ -167,6 +168,20 @@ def test_cache_calls_sacct_at_most_once_per_interval_for_all_jobs(tmp_path, monk
     assert first.record.state == "RUNNING" and cache.lookup("3").record is None
     lines = calls.read_text().splitlines()
     assert len(lines) == 1 and "-j 1,2,3" in lines[0]
+
+
+def test_a_reattached_job_that_finished_meanwhile_is_said_once_and_read(tmp_path):
+    # A killed controller's job may finish between the new controller finding its side file and its first poll: the
+    # user still hears that the run was reattached, not resubmitted (CI saw this race in test_workflow_slurm).
+    folder = tmp_path / "%j"
+    (tmp_path / "41").mkdir()
+    (tmp_path / "41" / "41_0_result.pkl").write_bytes(b"")
+    said: list[str] = []
+    fleet = Fleet(SlurmStateCache(tmp_path / "state"), WaitLimits(), said.append)
+    flight = fleet.add("cell-a.eager.r1", {"job_id": "41", "folder": str(folder)}, reattached=True)
+    assert [e.kind for e in fleet.poll([flight], now=0.0)] == [RESULT]
+    assert [e.kind for e in fleet.poll([flight], now=1.0)] == [RESULT]
+    assert said == ["reattaching cell-a.eager.r1 to Slurm job 41 (finished, result present)"]
 
 
 def test_latest_iteration_reads_megatron_iteration_lines_from_the_tail(tmp_path):
