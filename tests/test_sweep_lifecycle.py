@@ -22,6 +22,7 @@ import yaml
 from graphsweep import cli
 from graphsweep.store.archive import verify_archive
 from graphsweep.layout import SweepPaths
+from graphsweep.run.process import process_alive
 from graphsweep.vocab import VERDICTS
 from tests.support import ROOT, copy_workflow, snakemake
 
@@ -203,6 +204,9 @@ def test_ctrl_c_a_second_controller_status_and_resume(tmp_path):
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
+    # the local job ended with its controller: its process is gone the moment the controller has exited
+    side = json.loads(paths.jobs(eager).side.read_text())
+    assert process_alive(side["job_id"], side["host"], side["pid_start"]) is False, side
     resume = [line for line in stderr.splitlines() if "stopped before its end" in line]
     assert len(resume) == 1, stderr[-3000:]
     after = stderr.split(resume[0], 1)[1]

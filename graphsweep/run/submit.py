@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -290,12 +291,16 @@ def run_local(
     write_json(jobs.side, side)
     say(f"submitted {run_id} as {s.cluster} job {job.job_id}")
     last_note = time.monotonic()
-    while not job.done():
-        if time.monotonic() - last_note > 60:
-            it = latest_iteration(job_log)
-            say(f"{run_id}: job {job.job_id} running" + (f", iteration {it[0]}/{it[1]}" if it else ""))
-            last_note = time.monotonic()
-        time.sleep(s.poll_s)
+    try:
+        while not job.done():
+            if time.monotonic() - last_note > 60:
+                it = latest_iteration(job_log)
+                say(f"{run_id}: job {job.job_id} running" + (f", iteration {it[0]}/{it[1]}" if it else ""))
+                last_note = time.monotonic()
+            time.sleep(s.poll_s)
+    except BaseException:  # Ctrl-C, a stopped controller: nothing can reattach to a local job, so it ends with us
+        _stop_local(job)
+        raise
     try:
         facts = job.result()
     except submitit.core.utils.FailedJobError as exc:  # subclass of UncompletedJobError: catch first
@@ -306,6 +311,24 @@ def run_local(
     except submitit.core.utils.UncompletedJobError as exc:
         raise InfraFailure("UNKNOWN", f"job {job.job_id} produced no result: {str(exc).strip()[:300]}")
     return facts, side, "COMPLETED"
+
+
+LOCAL_STOP_GRACE_S = 10.0
+
+
+def _stop_local(job: Any) -> None:
+    """End a local job and wait for its process, so that once the run rule's process is gone `graphsweep status`
+    finds no job still running. submitit's local controller forwards the SIGINT to its task and SIGKILLs it 1 s later
+    (submitit/local/local.py kill_tasks); its Popen is LocalJob._process, which submitit gives no public name."""
+    proc = getattr(job, "_process", None)
+    if proc is None or proc.poll() is not None:
+        return
+    job.cancel(check=False)
+    try:
+        proc.wait(LOCAL_STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def settings_from_spec(executor: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> SubmitSettings:
