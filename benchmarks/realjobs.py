@@ -1,6 +1,6 @@
 """The pool of real H200 jobs in this repository: one record per job, parsed by graphsweep itself.
 
-The statistics are validated on these (benchmarks/validate_stats.py, tests/test_statistics_real.py): truth is
+The statistics are validated on these (benchmarks/validate_stats.py, tests/judge/test_statistics_real.py): truth is
 what real jobs did, not a model. A configuration is one source, shape and variant; its jobs are the replicates.
 
 Sources (all committed, all from real NVIDIA H200s, 2026-11-30 and 2026-12-01):

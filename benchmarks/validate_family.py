@@ -70,7 +70,7 @@ def judge(eager: list[realjobs.Job], graph: list[realjobs.Job], name: str, a: ar
 
 def gate(rows: list[dict]) -> list[str]:
     """The verdicts after the family gate. The gate only demotes a decided cell to inconclusive, so a sweep without
-    one is returned as it is (saves the frame; tests/test_family.py checks that the gate never adds a verdict)."""
+    one is returned as it is (saves the frame; tests/judge/test_family.py checks that the gate never adds a verdict)."""
     if not any(r["verdict"] in FALSE for r in rows):
         return [r["verdict"] for r in rows]
     return list(family_gate(pd.DataFrame([dict(r) for r in rows])).verdict)

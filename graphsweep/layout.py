@@ -5,7 +5,7 @@ files, and `RunDir.of(...)` turns a rule's declared files into the run folder ev
 file; `JobsDir` a run's job plumbing under .jobs/ (not declared outputs: a killed controller reattaches from there).
 With placeholders they give Snakemake's patterns (rules/common.smk PATTERN). And torchrun's per-rank file layout, which
 a run folder's ranks/ holds. Standard library only: the entry programs import it inside the user's container too.
-tests/test_vocabulary.py fails when one of these names is spelled anywhere else.
+tests/house/test_vocabulary.py fails when one of these names is spelled anywhere else.
 """
 
 from __future__ import annotations

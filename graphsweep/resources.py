@@ -1,5 +1,5 @@
 """Where graphsweep's own files are: the data the package ships and the folders around it. The one module that
-knows the package's place on disk (tests/test_architecture.py holds every other module of the package to that).
+knows the package's place on disk (tests/house/test_architecture.py holds every other module of the package to that).
 
 Package data (shipped in the wheel, pyproject.toml package-data; read through importlib.resources, so an installed
 graphsweep needs no checkout):

@@ -4,7 +4,7 @@ Run outcomes and their phases, cell verdicts in report order, arms, the A/A cont
 (`NO_GRAPH`) and a pair job's run ids. Where the rest is: the records that cross stages in graphsweep/records.py, a
 verdict's colour in graphsweep/report/colours.py, reading a file back (`UnusableFile`) in graphsweep/fileio.py, the
 results layout in graphsweep/layout.py. Standard library only: the entry module imports it inside the user's
-container. tests/test_vocabulary.py fails when one of these names is spelled anywhere else.
+container. tests/house/test_vocabulary.py fails when one of these names is spelled anywhere else.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What several test modules share, in one place: the repository's folders, a scratch copy of the workflow and the
 real Snakemake CLI on it, constructed report tables, headless Chromium, the benchmarks' pool of real jobs.
 
-Test modules import helpers from here, never from one another (tests/test_architecture.py checks it); conftest.py
+Test modules import helpers from here, never from one another (tests/house/test_architecture.py checks it); conftest.py
 holds only pytest's hooks and fixtures.
 """
 
@@ -55,7 +55,7 @@ def run_spec(dest: Path, name: str, spec: dict) -> Path:
 
 
 # One tiny builtin shape, a CPU-blocked graph variant and an A/A cell: the adaptive-repeats sweep
-# (tests/test_more_repeats.py), also run as pair jobs (tests/test_pairing_workflow.py).
+# (tests/plan/test_more_repeats.py), also run as pair jobs (tests/workflow/test_pairing_workflow.py).
 ADAPTIVE_SPEC = {
     "sweep": "adaptive",
     "workload": {"kind": "builtin"},

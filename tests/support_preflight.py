@@ -1,6 +1,6 @@
-"""The preflight cases every truth check shares (tests/test_preflight.py, tests/test_bridge_agreement.py,
-tests/test_preflight_releases.py): per constraint a bad and a good setting, the context Bridge's validator needs,
-and how the rule engine is asked about a case."""
+"""The preflight cases every truth check shares (tests/constraints/test_preflight.py,
+tests/constraints/test_bridge_agreement.py, tests/constraints/test_preflight_releases.py): per constraint a bad and a
+good setting, the context Bridge's validator needs, and how the rule engine is asked about a case."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ CASES = {
         case({**FULL, **FSDP, "ddp.megatron_fsdp_cuda_graph_mode": True,
               "ddp.fsdp_all_gather_in_start_param_sync": False})),
     # field row 18 (Bridge main 0.7.0 config.py L1182/L1188/L1339) and row 17 (MCore main 0.20.0 L1414): keys that
-    # Bridge 0.6.2 / Core 0.19.2 do not have (tests/test_bridge_agreement.py NOT_COMPARABLE)
+    # Bridge 0.6.2 / Core 0.19.2 do not have (tests/constraints/test_bridge_agreement.py NOT_COMPARABLE)
     "mfsdp_v2_graphs": (case({**TE, "model.cuda_graph_scope": ["attn"], **FSDP, **MFSDP_V2}),
                         case({"model.cuda_graph_impl": "none", **FSDP, **MFSDP_V2})),
     "mfsdp_v2_optimizer_graph": (case({"model.cuda_graph_impl": "none", **FSDP, **MFSDP_V2,

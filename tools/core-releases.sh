@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Megatron Core 0.17.1, 0.18.2 and 0.19.2, each unpacked from its PyPI wheel into its own directory, for the truth
-# check per release (tests/test_preflight_releases.py, graphsweep/workloads/core_check.py): TransformerConfig's
-# graph rules run on a CPU without TE, so a release needs only its own files plus a Python 3.12 with torch, numpy and
-# packaging. That Python is the Bridge venv's (tools/megatron-venv.sh; its step 2 installs torch 2.11.0 before any
-# TE build), shared by all releases: no second torch, no CUDA wheels downloaded here.
+# check per release (tests/constraints/test_preflight_releases.py, graphsweep/workloads/core_check.py):
+# TransformerConfig's graph rules run on a CPU without TE, so a release needs only its own files plus a Python 3.12 with
+# torch, numpy and packaging. That Python is the Bridge venv's (tools/megatron-venv.sh; its step 2 installs torch 2.11.0
+# before any TE build), shared by all releases: no second torch, no CUDA wheels downloaded here.
 #
 #   tools/core-releases.sh [DIR]   (default $CORE_RELEASES_DIR or ~/mcore-releases; DIR/<version>/megatron/core)
 #   PYTHON=/path/to/python3.12     (default $MEGATRON_VENV_DIR/venv/bin/python, ~/mbvenv/venv/bin/python)

@@ -3,10 +3,10 @@
 
     python3 tools/live_checks.py LOG [bridge] [core:0.17.1 ...]
 
-LOG holds the JSON lines the live tests append (GRAPHSWEEP_LIVE_CHECK_LOG: tests/test_bridge_agreement.py and
-tests/test_preflight_releases.py, one line per release validated). The rest names what .ci/run built and so expects
-to have run: ``bridge`` (the Megatron Bridge venv) and ``core:<version>`` (a Core release directory). Prints one line
-per release with its case count; exits 1 when an expected check ran no case (built, yet its test skipped or was
+LOG holds the JSON lines the live tests append (GRAPHSWEEP_LIVE_CHECK_LOG: tests/constraints/test_bridge_agreement.py
+and tests/constraints/test_preflight_releases.py, one line per release validated). The rest names what .ci/run built and
+so expects to have run: ``bridge`` (the Megatron Bridge venv) and ``core:<version>`` (a Core release directory). Prints
+one line per release with its case count; exits 1 when an expected check ran no case (built, yet its test skipped or was
 deselected), 0 otherwise. Standard library only.
 """
 

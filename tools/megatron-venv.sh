@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A Python 3.12 venv with Megatron Bridge 0.6.2, Megatron Core 0.19.2, Transformer Engine 2.20.2 and torch 2.11.0,
 # in which Bridge's full config validation (runtime_config_update) runs WITHOUT a GPU. It is the interpreter of
-# `preflight: megatron` (graphsweep/workloads/bridge_check.py) and of the live truth check (tests/test_bridge_agreement.py).
+# `preflight: megatron` (graphsweep/workloads/bridge_check.py) and of the live truth check
+# (tests/constraints/test_bridge_agreement.py).
 #
 #   tools/megatron-venv.sh [DIR]        (default $MEGATRON_VENV_DIR or ~/mbvenv; DIR/venv/bin/python is the result)
-#   GRAPHSWEEP_MEGATRON_PYTHON=DIR/venv/bin/python .venv/bin/python -m pytest tests/test_bridge_agreement.py -m megatron
+#   GRAPHSWEEP_MEGATRON_PYTHON=DIR/venv/bin/python .venv/bin/python -m pytest tests/constraints/test_bridge_agreement.py -m megatron
 #
 # Idempotent: every step checks its result first and is skipped when done; rerun it after a failure.
 # Exit 3 when this machine cannot build it (no Python 3.12, no CUDA 13 toolkit, too little disk): .ci/run reports

@@ -4,7 +4,7 @@
 # verdict counts, the Recommendations, the shapes x variants grid and the first rows of the cells table.
 #
 #   bash tools/report_screenshot.sh                             # results/examples/h200-builtin -> docs/
-#   bash tools/report_screenshot.sh REPORT.html OUT.png         # any report (tests/test_report_h200.py does this)
+#   bash tools/report_screenshot.sh REPORT.html OUT.png         # any report (tests/report/test_h200.py does this)
 #
 # Needs Debian's `chromium` (apt-get install chromium). Nothing is fetched: the report is one self-contained file.
 set -euo pipefail

@@ -5,8 +5,9 @@
 
 Columns: Megatron Core 0.17.1, 0.18.2, 0.19.2 (tests/fixtures/core_validator.json, each release's TransformerConfig)
 and Bridge 0.6.2 / Core 0.19.2 (tests/fixtures/bridge_validator.json, runtime_config_update). The classification of
-each rule is the tests' own (tests/test_preflight_releases.py, tests/test_bridge_agreement.py), so the table says
-what those tests assert. tests/test_preflight_releases.py checks that docs/megatron.md holds this output.
+each rule is the tests' own (tests/constraints/test_preflight_releases.py, tests/constraints/test_bridge_agreement.py),
+so the table says what those tests assert. tests/constraints/test_preflight_releases.py checks that docs/megatron.md
+holds this output.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests import test_bridge_agreement as bridge  # noqa: E402
-from tests import test_preflight_releases as releases  # noqa: E402
+from tests.constraints import test_bridge_agreement as bridge  # noqa: E402
+from tests.constraints import test_preflight_releases as releases  # noqa: E402
 
 
 def bridge_column() -> dict[str, str]:

@@ -3,8 +3,8 @@
 Core 0.17.1 checks none of these with graphs (its offloading block, transformer_config.py L1448-1470, knows no graph
 impl); core_v0.18.0/0.18.2 have the first set (L2351-2372); the 0.19.2 wheel (transformer_config.py identical to
 core_r0.19.0's) adds the local-impl rules and GTP (L2575-2642). Each rule's source names the lines per release; the
-messages are Megatron's, per release where they differ. tests/test_preflight_releases.py holds them against each
-release's own TransformerConfig.
+messages are Megatron's, per release where they differ. tests/constraints/test_preflight_releases.py holds them against
+each release's own TransformerConfig.
 """
 
 from __future__ import annotations

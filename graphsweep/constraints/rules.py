@@ -7,8 +7,8 @@ docs/megatron-facts.md §3.1-3.5 (Megatron Core ``core_r0.19.0``, Megatron Bridg
 unless noted), re-read in Megatron-LM's tags ``core_v0.17.1``, ``core_v0.18.0``/``core_v0.18.2`` and the 0.19.2 wheel
 (whose transformer_config.py is core_r0.19.0's). The API generations (graph.py SCOPE_API / MODULES_API) split at 0.18,
 not 0.19 (docs/megatron.md "The graph switch per Megatron Core API", checked in those tags).
-tests/test_bridge_agreement.py checks them against Bridge 0.6.2 itself, tests/test_preflight_releases.py against
-Core 0.17.1, 0.18.2 and 0.19.2's own TransformerConfig.
+tests/constraints/test_bridge_agreement.py checks them against Bridge 0.6.2 itself,
+tests/constraints/test_preflight_releases.py against Core 0.17.1, 0.18.2 and 0.19.2's own TransformerConfig.
 """
 
 from __future__ import annotations

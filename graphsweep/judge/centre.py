@@ -1,7 +1,7 @@
 """An arm's step time: the geometric mean of its jobs' medians, the centre its interval is built on (judge/interval.py
 works on log medians), so two arms' step times reproduce the speedup printed beside them. One formula for the
 verdict, the launch gate and `graphsweep status`. Standard library only: the run rule's process (the launch gate)
-imports it, and stays free of scipy and pandas (tests/test_run_imports.py)."""
+imports it, and stays free of scipy and pandas (tests/run/test_imports.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ not cut a running job's log.
 
 Infrastructure failures (the job died without a result: cancelled, node failure, preempted, lost by sacct,
 walltime) raise InfraFailure so the rule fails and Snakemake's --retries reruns only that run, with more time.
-Waiting is run/watch.py's; nothing here imports pandas (the run rule's process may be one of many: test_run_imports).
+Waiting is run/watch.py's; nothing here imports pandas (the run rule's process may be one of many:
+tests/run/test_imports.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A run's records that are not tables, read back and validated: `config.yaml`, `run.json`, `summary.json` (through
 its RunDir) and `.jobs/{run_id}/job.json` (through its JobsDir). A damaged file is `UnusableFile`
 (graphsweep/fileio.py). No pandas or pyarrow here: the run rule reads these where a login node may host one process per
-run in flight (tests/test_run_imports.py); the tables' readers are store/readback.py and store/tables.py.
+run in flight (tests/run/test_imports.py); the tables' readers are store/readback.py and store/tables.py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The Parquet type of every column of every table: one explicit pyarrow schema per table, so every sweep writes
 the same types (a column empty in one sweep is still its type, not Parquet's `null`), timestamps are timestamps and
 lists are lists, and pandas, DuckDB and polars read many sweeps as one table without relaxing types
-(tests/test_tables_readers.py; docs/tables.md lists each column and its type).
+(tests/store/test_tables_readers.py; docs/tables.md lists each column and its type).
 
 Axis columns (one per key of the spec's `axes`) are the sweep's own: their type is their values' (int64, float64,
 bool or string; never `null`). A column no table declares is written the same way, so a new field of summary.json
-reaches runs.parquet at once; tests/test_tables_readers.py fails until it is declared here.
+reaches runs.parquet at once; tests/store/test_tables_readers.py fails until it is declared here.
 """
 
 from __future__ import annotations

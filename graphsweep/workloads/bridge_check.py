@@ -22,8 +22,9 @@ level this file imports only graphsweep's standard-library modules, so the worke
 
 What Bridge checks here is what it checks at config time. It does not see what only fails later: the TE RNG
 tracker (model build, Bridge gpt_provider.py), ``NCCL_GRAPH_REGISTER`` with expandable segments (TE graph helper
-at capture), parallel sizes against the world size (``initialize_model_parallel``). tests/test_bridge_agreement.py
-lists every constraint of graphsweep/constraints with what Bridge 0.6.2 did on its bad and good case.
+at capture), parallel sizes against the world size (``initialize_model_parallel``).
+tests/constraints/test_bridge_agreement.py lists every constraint of graphsweep/constraints with what Bridge 0.6.2 did
+on its bad and good case.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ Bridge venv's, tools/megatron-venv.sh step 2). Two halves in one file, as graphs
   ``model.*`` keys, plus the two ``comm_overlap.*`` keys Bridge copies onto the model config: comm_overlap.py
   ``_apply_cfgs`` L588-618, r0.6.0); :func:`validate_cells` runs one worker per release directory.
 
-What the TransformerConfig cannot see is not checked here: Bridge's own validation (tests/test_bridge_agreement.py),
-the environment and process groups, capture and replay.
+What the TransformerConfig cannot see is not checked here: Bridge's own validation
+(tests/constraints/test_bridge_agreement.py), the environment and process groups, capture and replay.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ REJECTED = "rejected"
 NOT_A_FIELD = "not_a_field"
 OUTCOMES = (OK, REJECTED, NOT_A_FIELD)
 
-# The model the truth check builds (Bridge's vanilla_gpt recipe leaves these at 0; tests/test_bridge_agreement.py
-# BASE_OVERRIDES gives Bridge the same), in bf16 as Bridge's bf16_mixed recipes make it.
+# The model the truth check builds (Bridge's vanilla_gpt recipe leaves these at 0;
+# tests/constraints/test_bridge_agreement.py BASE_OVERRIDES gives Bridge the same), in bf16 as Bridge's bf16_mixed
+# recipes make it.
 BASE_MODEL: dict[str, Any] = {"num_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "bf16": True}
 DEFAULT_TE_VERSION = "2.20.2"  # what Core's TE version checks see when a cell gives none
 # Bridge config paths Bridge copies onto the model config (comm_overlap.py _apply_cfgs, r0.6.0 L588-618)

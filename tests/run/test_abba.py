@@ -32,6 +32,7 @@ from graphsweep.workloads.registry import launch_plan, preflight
 from graphsweep.plan.planner import plan_frame, plan_sweep, write_plan
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import validate_spec
+from tests.support import ROOT
 
 FAKE_TRAIN = textwrap.dedent(
     """
@@ -170,7 +171,7 @@ def test_unpaired_ids_do_not_change():
 
 
 def test_either_arms_preflight_rule_blocks_the_pair():
-    raw = yaml.safe_load((Path(__file__).parent.parent / "configs/examples/megatron-tiny-vanilla-gpt.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "configs/examples/megatron-tiny-vanilla-gpt.yaml").read_text())
     # NCCL_GRAPH_REGISTER=1 with expandable segments: MCore's TE graph helper refuses it, the eager arm does not
     workload = {**raw["workload"], "env": {"NCCL_GRAPH_REGISTER": 1}}
     spec = validate_spec({**raw, "pairing": True, "workload": workload}, "test.yaml")

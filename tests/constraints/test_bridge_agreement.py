@@ -1,6 +1,6 @@
 """Truth check: graphsweep's preflight rules against Megatron Bridge's own validator.
 
-Every rule's bad and good case (tests/test_preflight.py CASES, imported) is given to Bridge 0.6.2 /
+Every rule's bad and good case (tests/constraints/test_preflight.py CASES, imported) is given to Bridge 0.6.2 /
 Megatron Core 0.19.2's ``runtime_config_update`` (graphsweep/bridge_check.py, no GPU) and to the rule engine.
 Where Bridge checks a rule at config time the two must agree: Bridge refuses exactly the configs the engine
 blocks with a config-time rule, with the message the rule carries. Rules Bridge only checks later (model build,
@@ -14,7 +14,7 @@ Two layers:
   Bridge's recorded outcomes.
 
 Re-record after changing a rule or a case:
-  GRAPHSWEEP_MEGATRON_PYTHON=~/mbvenv/venv/bin/python .venv/bin/python -m pytest tests/test_bridge_agreement.py -m megatron
+  GRAPHSWEEP_MEGATRON_PYTHON=~/mbvenv/venv/bin/python .venv/bin/python -m pytest tests/constraints/test_bridge_agreement.py -m megatron
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ CONFIG_TIME = {
 
 # Config-time rules whose bad case Bridge refuses with another rule's message, checked first: Bridge 0.6 allows
 # cuda_graph_impl=local only for full iteration, so Core's local-impl checks are never reached through Bridge
-# (tests/test_preflight_releases.py holds them against Core's own TransformerConfig). rule -> the rule Bridge says.
+# (tests/constraints/test_preflight_releases.py holds them against Core's own TransformerConfig).
+# rule -> the rule Bridge says.
 REFUSED_FIRST_BY = {rule: "local_only_full_iteration" for rule in (
     "fine_grained_offload_local_modules", "fine_grained_offload_local_whole_layer", "fine_grained_offload_impl",
     "gtp_local_graph_shared_experts_recompute")}
@@ -91,12 +92,12 @@ NOT_AT_CONFIG_TIME = {
 # Rules this stack cannot judge: Bridge runs, but not on what the rule is about.
 NOT_COMPARABLE = {
     "cuda_graph_modules_before_0_18": "its cases are for Megatron Core <= 0.17 (cuda_graph_scope API); the venv has 0.19.2 "
-                                      "(tests/test_preflight_releases.py checks it against Core 0.17.1)",
+                                      "(tests/constraints/test_preflight_releases.py checks it against Core 0.17.1)",
     "torch_register_generator_state_flood": "its bad case is torch 2.14.0; the venv runs torch 2.11.0, and the flood is "
                                             "a run-time log, not a config check",
     "delay_wgrad_te_version": "its bad case is Transformer Engine 2.10.0; Bridge checks the TE it runs with (2.20.2)",
     # field rows 17-18: texts of Bridge main 0.7.0 / MCore main 0.20.0, whose keys Bridge 0.6.2 / Core 0.19.2 lack
-    # (the override fails as an unknown key); tests/test_preflight.py checks the gate on the pinned releases
+    # (the override fails as an unknown key); tests/constraints/test_preflight.py checks the gate on the pinned releases
     "mfsdp_v2_graphs": "ddp.megatron_fsdp_version exists from MCore 0.20 / Bridge 0.7 (Bridge main config.py L1188)",
     "mfsdp_v2_optimizer_graph": "ddp.megatron_fsdp_version exists from MCore 0.20 / Bridge 0.7 (Bridge main config.py L1182)",
     "energon_packing_graphs": "the EnergonDatasetConfig packing_buffer_size check exists from Bridge 0.7 (main config.py L1339)",
@@ -209,7 +210,8 @@ def run_live(python: str) -> dict[str, Any]:
         else:
             rec.update(outcome=v.outcome, exc_type=v.exc_type, message=v.message, stage=v.stage)
         records.append(rec)
-    return {"about": "Megatron Bridge runtime_config_update on every preflight case (tests/test_bridge_agreement.py)",
+    return {"about": "Megatron Bridge runtime_config_update on every preflight case "
+                     "(tests/constraints/test_bridge_agreement.py)",
             "versions": report.versions, "python": report.python, "recipe": RECIPE,
             "environment": "RANK=0 LOCAL_RANK=0 WORLD_SIZE=<gpus>, no GPU", "records": records}
 

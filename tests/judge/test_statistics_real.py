@@ -237,4 +237,4 @@ def test_validation_table_meets_the_targets(tmp_path: Path) -> None:
         assert r["aa_coverage"] >= 0.92, r
 
 
-# Loss parity: tests/test_parity.py (the rule on the trajectory, the cases of issue 21, on real logs).
+# Loss parity: tests/judge/test_parity.py (the rule on the trajectory, the cases of issue 21, on real logs).

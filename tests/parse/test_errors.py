@@ -17,8 +17,9 @@ from graphsweep.parse import signatures as oc
 from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.signatures import find_transient
+from tests.support import LOGS
 
-REAL = (Path(__file__).parent / "fixtures/logs/megatron-h200/te_attn.log").read_bytes().split(b"\n")
+REAL = (LOGS / "megatron-h200/te_attn.log").read_bytes().split(b"\n")
 _START = next(i for i, l in enumerate(REAL) if l.startswith(b"Starting training loop"))
 HEAD = REAL[: _START + 1]  # setup, up to "Starting training loop at iteration 0"
 _ITER = next(l for l in REAL if b"iteration        5/" in l)
@@ -354,7 +355,8 @@ def test_find_transient(tmp_path: Path) -> None:
 
 
 def test_retry_failing_the_same_way_records_both_attempts(tmp_path: Path) -> None:
-    # an eager arm: a collective timeout is transient there (in a graph arm's replay it is not: test_failure_causes)
+    # an eager arm: a collective timeout is transient there (in a graph arm's replay it is not:
+    # tests/parse/test_failure_causes.py)
     wd = REFERENCE_LINES[14][0].encode()
     first = write(tmp_path, HEAD + body(9, capture=False) + [wd], name="log.transient.1.txt")
     info = {"state": "FAILED", "exit_code": 1, "attempt": 1,

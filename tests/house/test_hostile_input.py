@@ -3,7 +3,8 @@ reach sbatch, and the small things a careless (or hostile) user meets end in one
 
 In process through the real `graphsweep` CLI, on real artefacts: the repository's specs, the recorded H200 logs
 (tests/fixtures/logs/megatron-h200), a real archive made from results/examples/h200-builtin, and submitit's own
-batch-script renderer. The Snakemake and Slurm halves: test_hostile_workflow.py, tests/slurm/test_slurm_settings.py.
+batch-script renderer. The Snakemake and Slurm halves: tests/workflow/test_hostile_workflow.py,
+tests/slurm/test_slurm_settings.py.
 """
 
 from __future__ import annotations
@@ -508,7 +509,8 @@ def test_ingest_refuses_a_log_linked_twice(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------------------------------
-# 4: a run folder linked out of the results (the Snakemake half: test_hostile_workflow.py, before any job)
+# 4: a run folder linked out of the results (the Snakemake half, before any job:
+# tests/workflow/test_hostile_workflow.py)
 
 def test_a_rule_refuses_a_run_folder_linked_out_while_the_sweep_runs(tmp_path):
     """A link made after the controller looked: the rule's own script refuses it before writing (exit 2, one line)."""

@@ -14,8 +14,8 @@ from graphsweep.parse.run import ParsedRun, parse_run
 from graphsweep.parse.scan import scan_file
 from graphsweep.parse.signatures import find_transient
 from graphsweep.store.tables import ITERATION_COLUMNS
+from tests.support import LOGS
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
 RANK_FILES = [LOGS / "megatron-h200x2/b_rank_files" / f"rank{r}/{s}.log" for r in (0, 1) for s in ("stdout", "stderr")]
 
 
@@ -201,4 +201,4 @@ def test_cli_table_shows_proving_line(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_cli_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["parse", "/nonexistent/log.txt"]) == 2
-    assert "no such file" in capsys.readouterr().err  # one line on stderr (tests/test_bad_input.py)
+    assert "no such file" in capsys.readouterr().err  # one line on stderr (tests/commands/test_bad_input.py)

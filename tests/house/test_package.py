@@ -1,6 +1,6 @@
 """The package stands alone: the wheel ships its schemas and validates a spec outside any checkout, and no plan holds
-the path of the Python that made it (a moved or re-made venv re-queues nothing; tests/test_workflow.py checks that
-on a finished sweep with Snakemake)."""
+the path of the Python that made it (a moved or re-made venv re-queues nothing; tests/workflow/test_workflow.py checks
+that on a finished sweep with Snakemake)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Issue 30 item 4: CUDA-graph failures read by their cause, round 3 (docs/failures.md "Read by their cause").
 
-Logs are built as tests/test_failure_causes.py builds them: the real Megatron Bridge H200 TE `attn` log
+Logs are built as tests/parse/test_failure_causes.py builds them: the real Megatron Bridge H200 TE `attn` log
 (tests/fixtures/logs/megatron-h200/te_attn.log) cut where the failure happens, then the failure in the form the
 library prints it, with Bridge's `Pretrain failed` block and torchrun's report (tests/fixtures/field/recipe.py). Each
 case names where its text comes from; the numbers inside a formatted message (group names, sizes, chunk ids) and the

@@ -2,7 +2,8 @@
 anything is planned or submitted; a run folder linked out of the results is refused before a job writes through it;
 and Ctrl-C as the last jobs finish says the sweep is done, not that it stopped before its end.
 
-The in-process half (every case of the CLI): test_hostile_input.py. The Slurm half: tests/slurm/test_slurm_settings.py.
+The in-process half (every case of the CLI): tests/house/test_hostile_input.py. The Slurm half:
+tests/slurm/test_slurm_settings.py.
 """
 
 from __future__ import annotations

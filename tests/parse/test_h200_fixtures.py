@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from graphsweep.parse.run import parse_run
+from tests.support import SHARED_FIXTURES
 
-H200 = Path(__file__).parent / "fixtures" / "h200"
+H200 = SHARED_FIXTURES / "h200"
 
 
 def compare(eager: str, graph: str) -> dict:

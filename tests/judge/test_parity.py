@@ -20,8 +20,9 @@ from graphsweep.judge import prose
 from graphsweep.judge.verdict import GRAPH_TOO_SHORT, ArmRun, judge_cell
 from graphsweep.parse.run import parse_run
 from graphsweep.vocab import EAGER, FAILED, GRAPH, INVALID, SPEEDUP, UNVERIFIED
+from tests.support import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 DENSE = REPO / "results/examples/megatron-tiny-vanilla-gpt/runs"  # 4 eager + 4 per graph variant, seed 1234
 SWEEP_A = REPO / "benchmarks/data/h200-dense-sweep-a/runs"  # the same spec on another H200: the other trajectory
 BUILTIN = REPO / "results/examples/h200-builtin/runs"  # builtin repeats seed k with k

@@ -1,5 +1,5 @@
 """The launch-boundness diagnostic's job side: the profiled window, the interval union, and the line it prints
-(the parser's side is tested on recorded real logs in tests/test_launch_bound.py)."""
+(the parser's side is tested on recorded real logs in tests/workflow/test_examples_h200.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The megatron_bridge workload: exact commands (golden), fairness between arms, launch shape, cost, entry module.
 
-Regenerate the golden files after a deliberate change: GRAPHSWEEP_UPDATE_GOLDEN=1 pytest tests/test_megatron.py
+Regenerate the golden files after a deliberate change:
+  GRAPHSWEEP_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/workloads/test_megatron.py
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The rule engine is told the release (`mcore=<release>`) and must agree with that release's
 ``TransformerConfig.__post_init__`` (graphsweep/workloads/core_check.py: no GPU, no TE, the release's wheel from
-tools/core-releases.sh) on every case of tests/test_preflight.py (with tests/test_bridge_agreement.py's CONTEXT):
+tools/core-releases.sh) on every case of tests/constraints/test_preflight.py (with
+tests/constraints/test_bridge_agreement.py's CONTEXT):
 
 - Core refused the config -> a rule that Core checks in that release (CORE_RULES) fires, with Core's message;
 - Core accepted it -> none of those rules fires;
@@ -11,14 +12,14 @@ tools/core-releases.sh) on every case of tests/test_preflight.py (with tests/tes
 - a rule listed for a release refuses its own bad case there and accepts its good case.
 
 Bridge-only rules (its validator, model build, capture, our own) are not Core's: their cases only have to agree on
-what Core does check. Two layers, as tests/test_bridge_agreement.py:
+what Core does check. Two layers, as tests/constraints/test_bridge_agreement.py:
 - LIVE (marker ``megatron``): GRAPHSWEEP_CORE_RELEASES (the directory of tools/core-releases.sh) and
   GRAPHSWEEP_MEGATRON_PYTHON (a Python 3.12 with torch); rewrites tests/fixtures/core_validator.json.
 - RECORDED (always): the engine re-judged now against the committed verdicts of each release.
 
 Re-record after changing a rule or a case:
   GRAPHSWEEP_CORE_RELEASES=~/mcore-releases GRAPHSWEEP_MEGATRON_PYTHON=~/mbvenv/venv/bin/python \\
-    .venv/bin/python -m pytest tests/test_preflight_releases.py -m megatron
+    .venv/bin/python -m pytest tests/constraints/test_preflight_releases.py -m megatron
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ def run_live(python: str, releases_dir: Path) -> dict[str, Any]:
     cells = [core_check.cell_from_settings(c["id"], c["settings"], c["env"], te_version=c["te_version"])
              for c in all_cases]
     out: dict[str, Any] = {"about": "Megatron Core TransformerConfig(**model settings) per release, no GPU, no TE "
-                                    "(tests/test_preflight_releases.py, graphsweep/workloads/core_check.py)",
+                                    "(tests/constraints/test_preflight_releases.py, "
+                                    "graphsweep/workloads/core_check.py)",
                            "base_model": core_check.BASE_MODEL, "releases": {}}
     for release in RELEASES:
         report = core_check.validate_cells(cells, python, releases_dir / release)

@@ -1,12 +1,11 @@
 """graphsweep.judge.verdict and graphsweep.parse.window: cell verdicts and steady windows behave as a performance engineer
 expects. The timing cases here are constructed runs (named as such: `runs()` draws a steady window around a given
-median); the same rules on real H200 jobs are tests/test_statistics_real.py."""
+median); the same rules on real H200 jobs are tests/judge/test_statistics_real.py."""
 
 from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,8 @@ from graphsweep.judge.interval import ALLOWANCE, OBSERVED, benjamini_hochberg
 from graphsweep.judge.verdict import ArmRun, Verdict, aa_false_positive_rate
 from graphsweep.judge.verdict import judge_cell as _judge_cell
 from graphsweep.parse.window import steady_window
+from tests.support import LOGS
 
-LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 # Megatron Bridge training_log (train_utils.py, 0.2-0.6; docs/megatron-facts.md §5.1)
 ITER_RE = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([0-9.]+)")
 
@@ -34,7 +33,7 @@ def reason(v: Verdict) -> str:
 
 
 # One training trajectory that both arms follow (same seed, same loss): these cases test timing, and a speedup is
-# only decided where the graph arm is shown to train the eager model (tests/test_parity.py tests that part).
+# only decided where the graph arm is shown to train the eager model (tests/judge/test_parity.py tests that part).
 SAME_LOSS = {i: 10.0 - 0.05 * i for i in range(1, 31)}
 
 
