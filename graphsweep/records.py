@@ -173,6 +173,23 @@ EAGER_VARIANT = Variant(EAGER, NO_GRAPH)
 
 
 @dataclass(frozen=True)
+class ExecutorSpec:
+    """The spec's `executor:` block, its defaults filled from the schema's (sweepspec/load.py)."""
+
+    cluster: str
+    timeout_min: int
+    gpus_per_node: int  # 0: all GPUs of a run on one node
+    slurm: Mapping[str, Any]  # the profile's keys (config.schema.yaml) the spec sets; they win over the profile's
+    record: Mapping[str, Any]  # the block as the spec gave it (defaults filled), as every run records it
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "ExecutorSpec":
+        return cls(str(block["cluster"]), int(block["timeout_min"]), int(block["gpus_per_node"]),
+                   dict(block.get("slurm") or {}), dict(block))
+
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One job: one arm of one shape for one repeat."""
 
@@ -189,7 +206,7 @@ class RunSpec:
     warmup: int
     iterations: int
     gpus: int
-    executor: Mapping[str, Any]
+    executor: ExecutorSpec
     has_full_iteration_variant: bool  # a full-iteration variant exists for this shape (fairness of NaN checks)
 
     @property

@@ -54,7 +54,7 @@ class PlannedRun:
         """runs/{run_id}/config.yaml: everything the run rule needs (no run reads another run's files)."""
         launch = self.launch.to_dict()
         launch = {"argv": launch.pop("argv"), "env": launch.pop("env"), "shell": self.launch.shell(), **launch}
-        out = {"run": self.run.to_record(), "launch": launch, "executor": dict(self.run.executor)}
+        out = {"run": self.run.to_record(), "launch": launch, "executor": dict(self.run.executor.record)}
         if self.gate_margin is not None:  # only then: a sweep without the gate keeps its runs' configs as they were
             out["gate"] = {"margin": self.gate_margin}
         return out

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.sweepspec.source import Source, source_of
-from graphsweep.records import EAGER_VARIANT, Cell, RunSpec, SpecError, Variant
+from graphsweep.records import EAGER_VARIANT, Cell, ExecutorSpec, RunSpec, SpecError, Variant
 from graphsweep.vocab import AA, CONTROL, EAGER, GRAPH, PAIR, pair_run_id
 
 
@@ -73,22 +73,6 @@ _ABBREVIATIONS = {
     "mem_fraction": "memfrac",
     "recompute_granularity": "rc",
 }
-
-
-@dataclass(frozen=True)
-class ExecutorSpec:
-    """The spec's `executor:` block, its defaults filled from the schema's (sweepspec/load.py)."""
-
-    cluster: str
-    timeout_min: int
-    gpus_per_node: int  # 0: all GPUs of a run on one node
-    slurm: Mapping[str, Any]  # the profile's keys (config.schema.yaml) the spec sets; they win over the profile's
-    record: Mapping[str, Any]  # the block as the spec gave it (defaults filled), as every run records it
-
-    @classmethod
-    def of(cls, block: Mapping[str, Any]) -> "ExecutorSpec":
-        return cls(str(block["cluster"]), int(block["timeout_min"]), int(block["gpus_per_node"]),
-                   dict(block.get("slurm") or {}), dict(block))
 
 
 @dataclass(frozen=True)
@@ -265,7 +249,7 @@ def expand(spec: Spec) -> tuple[list[RunSpec], list[Cell]]:
             warmup=spec.warmup,
             iterations=spec.iterations,
             gpus=int(settings.get("gpus", 1)),
-            executor=spec.executor.record,
+            executor=spec.executor,
             has_full_iteration_variant=has_full,
         )
         shape_cells = [(f"{sid}.{_arm_name(v)}", GRAPH, v) for v in variants]

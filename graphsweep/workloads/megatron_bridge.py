@@ -218,7 +218,7 @@ def _env_str(value: Any) -> str:
 # --------------------------------------------------------------------------------------------------
 # Launch
 def gpus_per_node(run: RunSpec) -> int:
-    return int(run.executor.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE)
+    return run.executor.gpus_per_node or DEFAULT_GPUS_PER_NODE
 
 
 def layout(run: RunSpec) -> tuple[int, int]:
@@ -233,10 +233,6 @@ def layout(run: RunSpec) -> tuple[int, int]:
     return nodes, min(run.gpus, gpn)
 
 
-def _slurm(run: RunSpec) -> Mapping[str, Any]:
-    return run.executor.get("slurm") or {}
-
-
 def _as_list(value: Any) -> list[str]:
     if value is None:
         return []
@@ -247,7 +243,7 @@ def _as_list(value: Any) -> list[str]:
 
 def entry_path(run: RunSpec) -> str:
     """Where the entry script is inside the job: the repository, mounted at the same path (see srun_args)."""
-    return str(Path(_slurm(run).get("graphsweep_dir") or resources.SOURCE_ROOT) / ENTRY_RELPATH)
+    return str(Path(run.executor.slurm.get("graphsweep_dir") or resources.SOURCE_ROOT) / ENTRY_RELPATH)
 
 
 def program_argv(run: RunSpec, overrides: Mapping[str, Any]) -> list[str]:
@@ -317,7 +313,7 @@ def srun_args(run: RunSpec, rank_log_dir: str | None = None) -> list[str]:
     """The srun step: one task per GPU on every node (Bridge derives RANK/WORLD_SIZE/MASTER_* from SLURM_*)."""
     nodes, gpn = layout(run)
     args = [f"--nodes={nodes}", f"--ntasks={nodes * gpn}", f"--ntasks-per-node={gpn}", "--kill-on-bad-exit=1"]
-    slurm = _slurm(run)
+    slurm = run.executor.slurm
     image = slurm.get("container_image")
     if image:
         repo = str(slurm.get("graphsweep_dir") or resources.SOURCE_ROOT)
@@ -345,7 +341,7 @@ def launch_plan(run: RunSpec, *, rank_log_dir: str | None = None) -> LaunchPlan:
     env = run_env(run)
     seed = overrides.get("rng.seed")  # else the recipe's, which Bridge prints: "> setting random seeds to N ..."
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
-    if run.executor.get("cluster") == "slurm":
+    if run.executor.cluster == "slurm":
         return LaunchPlan(
             argv=[python, *program], env=env, gpus=run.gpus, nodes=nodes, gpus_per_node=gpn, tasks_per_node=gpn,
             overrides=overrides, srun=True, srun_args=srun_args(run, rank_log_dir), seed=seed,
@@ -381,7 +377,7 @@ def slurm_parameters(run: RunSpec) -> dict[str, Any]:
         "tasks_per_node": gpn,
         "gpus_per_node": gpn,
         "slurm_use_srun": False,
-        "timeout_min": int(run.executor.get("timeout_min", 10)),
+        "timeout_min": run.executor.timeout_min,
     }
 
 
@@ -412,7 +408,7 @@ _EFFECTIVE_FLOPS_PER_GPU = 350e12  # bf16 H100/H200 model TFLOP/s a tuned dense 
 def estimate_step_seconds(run: RunSpec) -> float:
     """A per-iteration time guess: spec `est_step_s` when given, else 6 * params * tokens / (GPUs * flops), at least
     what the committed runs' iterations took (COST.step_s)."""
-    for source in (run.settings, run.workload, run.executor):
+    for source in (run.settings, run.workload, run.executor.record):
         if source.get("est_step_s") is not None:
             return float(source["est_step_s"])
     s = {**(run.workload.get("overrides") or {}), **run.settings}
