@@ -188,7 +188,6 @@ class ExecutorSpec:
                    dict(block.get("slurm") or {}), dict(block))
 
 
-
 @dataclass(frozen=True)
 class RunSpec:
     """One job: one arm of one shape for one repeat."""
