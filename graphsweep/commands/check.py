@@ -4,6 +4,11 @@ Keys are Megatron Bridge config paths with Hydra-style values, exactly as on a B
 (``model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=[attn,mlp]``); ``env.NAME=VALUE`` gives the
 job environment (``env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``) and ``gpus=N`` the GPU count.
 Exit status: 0 when no rule fires, 1 when the settings are blocked, 2 when an argument cannot be read.
+
+The settings are checked as typed (a command typed by hand) and as a sweep runs them: a sweep adds the TE RNG
+tracker to every graph arm and turns the NaN checks off for a full-iteration graph (workloads/megatron_bridge.py
+sweep_additions). A rule that only the typed command breaks says so, and what to add by hand; the exit status is
+the typed command's.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import re
 import sys
 
 from graphsweep.constraints import catalogue
-from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
-from graphsweep.constraints.hydra import OverrideError, parse_override, split_env
+from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, graph_view, normalise_mcore
+from graphsweep.constraints.hydra import OverrideError, format_override, parse_override, parse_value, split_env
+from graphsweep.records import Violation
+from graphsweep.workloads.megatron_bridge import NAN_CHECKS_OFF, RNG_TRACKER_ON, sweep_additions
 
 NAME = "check"
 HELP = "check Megatron Bridge CUDA-graph settings (KEY=VALUE, Hydra syntax) against the preflight rules"
@@ -87,17 +94,55 @@ def run(args: argparse.Namespace) -> int:
             print(f"graphsweep check: {exc}", file=sys.stderr)
         return 2
     settings, env = split_env(pairs)
-    violations = catalogue.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version,
-                                 torch_version=args.torch_version, recipe=args.recipe)
+    versions = dict(gpus=gpus, mcore=args.mcore, te_version=args.te_version, torch_version=args.torch_version,
+                    recipe=args.recipe)
+    violations = catalogue.check(settings, env, **versions)
+    adds = _sweep_adds(settings, args.mcore)
+    in_sweep = catalogue.check({**settings, **adds}, env, **versions) if adds and violations else violations
+    added = " ".join(format_override(k, v) for k, v in adds.items())
     if args.json:
-        out = {"ok": not violations, "violations": [{"rule": v.rule, "message": v.message, "source": v.source} for v in violations]}
+        out = {"ok": not violations, "violations": [_record(v) for v in violations],
+               "sweep_adds": [format_override(k, v) for k, v in adds.items()], "ok_in_sweep": not in_sweep,
+               "sweep_violations": [_record(v) for v in in_sweep]}
         print(json.dumps(out))
     elif not violations:
         api = "cuda_graph_scope" if normalise_mcore(args.mcore) == SCOPE_API else "cuda_graph_modules"
         print(f"ok: no preflight rule rejects these settings ({len(catalogue.PREFLIGHT)} rules, Megatron Core "
               f"{args.mcore}: the {api} API)")
     else:
-        print(f"blocked: {len(violations)} rule(s) fire")
+        still = {v.rule for v in in_sweep}
+        head = f"blocked: {len(violations)} rule(s) fire"
+        if len(still) < len(violations):
+            left = f"{len(still)} ({', '.join(sorted(still))})" if still else "none"
+            head += f" as typed; in a sweep {left}: a sweep adds {added} itself"
+        print(head)
+        meets = _what_meets(settings, env, adds, versions, [v.rule for v in violations if v.rule not in still])
         for v in violations:
             print(f"  {v.rule}: {v.message}\n      source: {v.source}")
+            if v.rule not in still:
+                print(f"      met in a sweep, which adds {meets[v.rule]}; typing the command by hand, add the same")
     return 1 if violations else 0
+
+
+def _what_meets(settings: dict[str, object], env: dict[str, str], adds: dict[str, object], versions: dict[str, object],
+                rules: list[str]) -> dict[str, str]:
+    """Per rule that a sweep's additions meet, the group of them that does (the RNG tracker, the NaN checks off)."""
+    out: dict[str, str] = {}
+    for group in (RNG_TRACKER_ON, NAN_CHECKS_OFF, adds):
+        part = {k: v for k, v in adds.items() if k in group}
+        fired = {v.rule for v in catalogue.check({**settings, **part}, env, **versions)} if part else set(rules)
+        for rule in rules:
+            if rule not in fired:
+                out.setdefault(rule, " ".join(format_override(k, v) for k, v in part.items()))
+    return out
+
+
+def _sweep_adds(settings: dict[str, object], mcore: str) -> dict[str, object]:
+    """What a sweep would add to these settings as a graph arm (nothing when they switch no graph on)."""
+    parsed = {k: parse_value(v) if isinstance(v, str) else v for k, v in settings.items()}
+    view = graph_view(parsed, normalise_mcore(mcore))
+    return sweep_additions(settings, view.graphs_on, view.effective == "full_iteration")
+
+
+def _record(v: Violation) -> dict[str, str]:
+    return {"rule": v.rule, "message": v.message, "source": v.source}

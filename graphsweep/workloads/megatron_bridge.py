@@ -49,6 +49,11 @@ WINDOW_KEYS = {
 }
 NAN_KEYS = ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
 RNG_KEYS = ("model.use_te_rng_tracker", "rng.te_rng_tracker")
+# What a sweep sets itself besides the spec's settings and the graph switch: the TE RNG tracker in every graph arm
+# (Megatron requires it for any CUDA graph: Bridge gpt_provider.py L232-237), and, in every arm of a shape with a
+# full-iteration variant, the NaN checks off (Bridge config.py L1364-1369) unless the spec gives them.
+RNG_TRACKER_ON = {key: True for key in RNG_KEYS}
+NAN_CHECKS_OFF = {key: False for key in NAN_KEYS}
 
 # One environment for all arms. COMMON_RECIPE_ENV_VARS of Bridge recipes (recipes/utils/environment_utils.py,
 # docs/megatron-facts.md §3.5) plus CUDA_DEVICE_MAX_CONNECTIONS=1 (H100 dense perf recipes; MoE recipes use 32: set it in
@@ -189,16 +194,21 @@ def run_overrides(run: RunSpec, mcore: str | None = None) -> dict[str, Any]:
         # Fairness: the full-iteration arm must run without NaN checks (Bridge config.py L1364-1369; grad check:
         # "NaN checks involve CPU-GPU synchronization which cannot run inside a CUDA graph"), so every arm of
         # the shape does. An explicit user value wins (and then preflight blocks the full-iteration cell).
-        for key in NAN_KEYS:
-            out.setdefault(key, False)
+        for key, value in NAN_CHECKS_OFF.items():
+            out.setdefault(key, value)
     out.update(graph_overrides(run.variant, mcore))
     if run.variant.is_graph:
-        # Required for any CUDA graph (Bridge gpt_provider.py L232-237); the only other graph-arm difference.
-        for key in RNG_KEYS:
-            out[key] = True
+        out.update(RNG_TRACKER_ON)  # the only other graph-arm difference
     for key, value in (run.variant.overrides or {}).items():
         out[key] = value  # graph-arm extras the spec asked for explicitly
     return out
+
+
+def sweep_additions(settings: Mapping[str, Any], graphs_on: bool, full_iteration: bool) -> dict[str, Any]:
+    """What a sweep adds to a graph arm's settings that a command typed by hand must give itself (the keys the
+    settings do not set): the TE RNG tracker for any graph, the NaN checks off for a full-iteration graph."""
+    adds = {**(RNG_TRACKER_ON if graphs_on else {}), **(NAN_CHECKS_OFF if full_iteration else {})}
+    return {key: value for key, value in adds.items() if key not in settings}
 
 
 def run_env(run: RunSpec) -> dict[str, str]:
