@@ -23,7 +23,8 @@ from graphsweep.store.tables import PLAN_COLUMNS, write_table
 from graphsweep.layout import RunDir, SweepPaths
 from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
 from graphsweep.vocab import BLOCKED, EAGER, GRAPH
-from graphsweep.workloads import bridge_check, builtin
+from graphsweep.workloads import bridge_check
+from graphsweep.workloads.base import cuda_here, no_cuda_here
 from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
 from graphsweep.workloads.registry import for_run
 
@@ -74,11 +75,11 @@ def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None 
     plans = {r.run_id: for_run(r).launch_plan(r) for r in runs}
     violations: dict[str, list[Violation]] = {r.run_id: [] for r in runs}
     where = cluster or spec.executor.cluster
-    if where in LOCAL_CLUSTERS and not spec.is_ingest and not builtin.cuda_here():
+    if where in LOCAL_CLUSTERS and not spec.is_ingest and not cuda_here():
         for r in runs:  # ingested logs ran elsewhere already: nothing is started here
             needs = getattr(for_run(r), "needs_cuda", None)
             if needs is not None and needs(r) and not (paths is not None and paths.run_json(r.run_id).exists()):
-                violations[r.run_id].append(builtin.no_cuda_here(where))
+                violations[r.run_id].append(no_cuda_here(where, r))
     if mode != "none":
         for r in runs:
             violations[r.run_id] += for_run(r).preflight(r)

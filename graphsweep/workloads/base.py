@@ -8,6 +8,7 @@ runs (graphsweep.records.RunSpec), never the whole sweep, so a new workload is o
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -35,7 +36,8 @@ class Workload(Protocol):
         """GPU-seconds the run asks for (the dry run's cost; blocked runs report it as saved)."""
 
     # Optional: `needs_cuda(run) -> bool`, whether the run cannot run without a CUDA device. A local executor on a
-    # machine without one blocks such runs at plan time (plan/planner.py) instead of starting jobs that only say so.
+    # machine without one blocks such runs at plan time (plan/planner.py, `no_cuda_here` below) instead of starting
+    # jobs that only say so.
 
 
 @dataclass(frozen=True)
@@ -54,3 +56,26 @@ class RunCost:
         """The wall time of one run of `iterations` iterations."""
         step = self.step_s if step_s is None else step_s
         return self.startup_s + iterations * step + (self.capture_s if graph else 0.0) + self.teardown_s
+
+
+# The NVIDIA kernel driver's file: torch.cuda.is_available() is False on a machine without it, whatever is installed.
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+NO_CUDA_HERE = "no_cuda_here"  # plan.parquet rule_id of a run blocked at plan time (planner.plan_sweep)
+
+
+def cuda_here() -> bool:
+    """Whether a job started on this machine could see a CUDA device: False only where that is certain (no NVIDIA
+    driver, or CUDA_VISIBLE_DEVICES hides every device), so a run is never blocked on a machine that has one."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return NVIDIA_DRIVER.exists()
+
+
+def no_cuda_here(cluster: str, run: RunSpec) -> Violation:
+    """Why a run that needs a CUDA device is not started by the `cluster` executor on this machine (plan time, 0
+    GPU-seconds): a graph arm for its graphs; an eager arm for its training (a workload that trains on CUDA only)."""
+    what = "CUDA graphs need" if run.variant.is_graph else f"{run.workload['kind']} training needs"
+    arm = "graph arm" if run.variant.is_graph else "eager arm"
+    return Violation(NO_CUDA_HERE, f"{what} a CUDA device; this machine has none (no NVIDIA driver) and the "
+                     f"{cluster} executor runs its jobs here: no job is started for this {arm}",
+                     f"graphsweep: plan time, {NVIDIA_DRIVER} missing or CUDA_VISIBLE_DEVICES empty")

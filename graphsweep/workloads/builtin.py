@@ -4,7 +4,6 @@ checks, the command of a run and its cost. No torch here: the controller never i
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -69,26 +68,6 @@ def preflight(run: RunSpec) -> list[Violation]:
 def needs_cuda(run: RunSpec) -> bool:
     """A graph arm (or a pair job with one) cannot run without a CUDA device; the eager arm trains on the CPU."""
     return run.variant.is_graph
-
-
-# The NVIDIA kernel driver's file: torch.cuda.is_available() is False on a machine without it, whatever is installed.
-NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
-NO_CUDA_HERE = "no_cuda_here"  # plan.parquet rule_id of a graph arm blocked at plan time (planner.plan_sweep)
-
-
-def cuda_here() -> bool:
-    """Whether a job started on this machine could see a CUDA device: False only where that is certain (no NVIDIA
-    driver, or CUDA_VISIBLE_DEVICES hides every device), so a graph arm is never blocked on a machine that has one."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    return NVIDIA_DRIVER.exists()
-
-
-def no_cuda_here(cluster: str) -> Violation:
-    """Why a graph arm is not started by the `cluster` executor on this machine (plan time, 0 GPU-seconds)."""
-    return Violation(NO_CUDA_HERE, f"CUDA graphs need a CUDA device; this machine has none (no NVIDIA driver) and the "
-                     f"{cluster} executor runs its jobs here: no job is started for this graph arm",
-                     f"graphsweep: plan time, {NVIDIA_DRIVER} missing or CUDA_VISIBLE_DEVICES empty")
 
 
 def launch_plan(run: RunSpec) -> LaunchPlan:

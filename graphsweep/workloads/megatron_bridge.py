@@ -410,6 +410,12 @@ def preflight(run: RunSpec) -> list[Violation]:
     )
 
 
+def needs_cuda(run: RunSpec) -> bool:
+    """Every run, eager included: Megatron Core trains on a CUDA device only (the job would stop at `import torch`
+    or its first CUDA call), so a local executor on a machine without one starts none of them (plan/planner.py)."""
+    return True
+
+
 # Dense-equivalent FLOP guesses for named recipes (active parameters), for the dry-run estimate only.
 _RECIPE_PARAMS = {"llama3_8b": 8.0e9, "llama3_70b": 70e9, "qwen3_30b_a3b": 3.3e9, "llama32_1b": 1.2e9}
 _EFFECTIVE_FLOPS_PER_GPU = 350e12  # bf16 H100/H200 model TFLOP/s a tuned dense recipe reaches

@@ -279,7 +279,8 @@ def test_printed_commands_are_the_plan_commands_byte_for_byte(tmp_path, markup_s
 
 def test_status_prints_user_text_literally(tmp_path, capsys, markup_spec):
     results = tmp_path / "res[red]ults[/b]"
-    rc, _, _ = run_cli(capsys, "plan", "--out", results / "markup" / "plan.parquet", markup_spec)
+    # planned for a cluster (here the local executor could start no Megatron run: no CUDA device)
+    rc, _, _ = run_cli(capsys, "plan", "--cluster", "slurm", "--out", results / "markup" / "plan.parquet", markup_spec)
     assert rc == 0
     run_id = pd.read_parquet(results / "markup" / "plan.parquet").run_id[0]
     failure = results / "markup" / ".jobs" / run_id / "failed.json"

@@ -19,7 +19,7 @@ from graphsweep import cli
 from graphsweep.plan.repeats import write_extra
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.store.tables import read_table
-from graphsweep.workloads import builtin
+from graphsweep.workloads.base import cuda_here
 from tests.support import ADAPTIVE_SPEC, copy_workflow, snakemake
 
 SPEC_PATH = "configs/adaptive.yaml"
@@ -53,7 +53,7 @@ def test_plan_and_check_spec_plan_what_the_cluster_and_the_extra_repeats_say(swe
     assert rc == 0, err
     summary = json.loads(out)
     assert (summary["runs"], summary["to_submit"]) == (len(plan), int((plan.status != "blocked").sum()))
-    if not builtin.cuda_here():  # planned for this machine's local executor, the graph arm cannot start
+    if not cuda_here():  # planned for this machine's local executor, the graph arm cannot start
         rc, _, err = run_cli(capsys, "plan", SPEC_PATH, "--dry-run", "--commands")
         assert rc == 0, err
         rc, out, _ = run_cli(capsys, "check-spec", SPEC_PATH, "--json")

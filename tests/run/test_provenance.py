@@ -126,7 +126,7 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
     }))  # fmt: skip
     spec = load_spec(spec_path)
     out = tmp_path / "results" / "prov"
-    planned = plan_sweep(spec)
+    planned = plan_sweep(spec, cluster="slurm")  # where the logs ran: this machine's local executor has no CUDA device
     write_plan(spec, planned, out / "plan.parquet")
     run_dirs = []
     for p in planned:
