@@ -12,7 +12,7 @@ from rich.text import Text
 from graphsweep.commands import cluster_choices
 from graphsweep.commands import console as _console
 from graphsweep.commands import plain
-from graphsweep.plan.planner import PlannedRun, dry_run_summary
+from graphsweep.plan.planner import NothingToMeasure, PlannedRun, dry_run_summary
 from graphsweep.plan.repeats import RepeatsError
 from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.records import SpecError
@@ -31,16 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    nothing: NothingToMeasure | None = None
     try:
         sweep = plan_for(args.spec, args.results, args.cluster)  # the workflow's own plan (plan/sweep_plan.py)
+        spec, planned, spent = sweep.spec, sweep.planned, sweep.spent
+    except NothingToMeasure as exc:  # planned, but no cell can give a verdict: show each cell's rule, then refuse
+        nothing, spec, planned, spent = exc, exc.spec, exc.planned, {}
     except (SpecError, RepeatsError) as exc:
-        if args.json:
-            where = {"file": exc.path, "key": exc.key, "value": exc.value} if isinstance(exc, SpecError) else {}
-            print(json.dumps({"ok": False, "error": str(exc), **where}, default=str))
-        else:
-            print(f"graphsweep: invalid sweep spec: {' '.join(str(exc).split())}", file=sys.stderr)
+        _refuse(exc, args.json)
         return 2
-    spec, planned, spent = sweep.spec, sweep.planned, sweep.spent
     first: dict[str, PlannedRun] = {}
     for p in planned:
         if not p.submitted:
@@ -53,8 +52,12 @@ def run(args: argparse.Namespace) -> int:
              "message": " | ".join(v.message for v in p.violations), "source": " | ".join(v.source for v in p.violations)}
             for p in blocked
         ]
-        print(json.dumps({"ok": True, "sweep": spec.name, **summary, "cells": len(spec.cells()), "violations": violations}))
-        return 0
+        result = {"ok": nothing is None, "sweep": spec.name, **summary, "cells": len(spec.cells()),
+                  "violations": violations}
+        if nothing is not None:
+            result.update(error=str(nothing), file=nothing.path, key=nothing.key, value=nothing.value)
+        print(json.dumps(result, default=str))
+        return 0 if nothing is None else 2
     console = _console()
     console.print(Text.assemble(
         (spec.name, "bold"),
@@ -69,4 +72,15 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(plain(p.run.cell_id), plain(";".join(v.rule for v in p.violations)),
                           plain(" | ".join(v.message for v in p.violations)))
         console.print(table)
+    if nothing is not None:
+        _refuse(nothing, False)
+        return 2
     return 0
+
+
+def _refuse(exc: SpecError | RepeatsError, as_json: bool) -> None:
+    if as_json:
+        where = {"file": exc.path, "key": exc.key, "value": exc.value} if isinstance(exc, SpecError) else {}
+        print(json.dumps({"ok": False, "error": str(exc), **where}, default=str))
+    else:
+        print(f"graphsweep: invalid sweep spec: {' '.join(str(exc).split())}", file=sys.stderr)

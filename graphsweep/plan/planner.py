@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -22,9 +23,9 @@ from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
 from graphsweep.layout import RunDir, SweepPaths
 from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
-from graphsweep.vocab import BLOCKED, EAGER, GRAPH
+from graphsweep.vocab import BLOCKED, EAGER, GRAPH, PAIR
 from graphsweep.workloads import bridge_check
-from graphsweep.workloads.base import cuda_here, no_cuda_here
+from graphsweep.workloads.base import NO_CUDA_HERE, cuda_here, no_cuda_here
 from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
 from graphsweep.workloads.registry import for_run
 
@@ -174,6 +175,8 @@ def check_plan(spec: Spec, planned: Sequence[PlannedRun], spent: Mapping[str, fl
     if len(planned) > spec.max_runs:  # sweepspec counts the spec's runs; more-repeats can add some
         raise SpecError(spec.path, "max_runs", spec.max_runs, f"the sweep plans {len(planned)} runs (with the "
                         "repeats more-repeats added): split the sweep into several specs, or raise max_runs")
+    if not spec.is_ingest and not measurable_cells(planned):
+        raise NothingToMeasure(spec, planned)
     sub = submitted(planned)
     if spec.is_ingest or not sub:
         return
@@ -192,6 +195,38 @@ def check_plan(spec: Spec, planned: Sequence[PlannedRun], spent: Mapping[str, fl
                         f"the sweep is estimated at {cost.total_h:,.1f} GPU-hours ({len(sub)} runs to submit; "
                         f"{cost.correction.describe()}), over its budget: raise budget_gpu_hours, or drop shapes, "
                         "variants or repeats")
+
+
+def _runs_somewhere(p: PlannedRun) -> bool:
+    """Submitted, or blocked only because this machine has no CUDA device (a cluster would run it)."""
+    return p.submitted or all(v.rule == NO_CUDA_HERE for v in p.violations)
+
+
+def measurable_cells(planned: Sequence[PlannedRun]) -> list[str]:
+    """The graph cells that can get a timed verdict: a graph run (or a pair job) of the cell and an eager run of its
+    shape that preflight lets run. A run blocked only for want of a CUDA device on this machine counts: the spec
+    is not at fault, a cluster runs it (check-spec --cluster slurm)."""
+    eager = {p.run.shape_id for p in planned if p.run.arm == EAGER and _runs_somewhere(p)}
+    cells = {p.run.cell_id for p in planned if _runs_somewhere(p) and (
+        p.run.arm == PAIR and p.run.variant.is_graph or p.run.arm == GRAPH and p.run.shape_id in eager)}
+    return sorted(cells)
+
+
+class NothingToMeasure(SpecError):
+    """No cell of the sweep can get a timed verdict: every one is blocked before a job (its graph runs or its
+    shape's eager runs). Carries the plan, so that check-spec can show each cell's rule."""
+
+    def __init__(self, spec: Spec, planned: Sequence[PlannedRun]):
+        self.spec, self.planned = spec, tuple(planned)
+        rules = Counter(v.rule for p in planned for v in p.violations if v.rule != NO_CUDA_HERE)
+        rule, runs = rules.most_common(1)[0]
+        message = next(v.message for p in planned for v in p.violations if v.rule == rule)
+        others = f"; also {', '.join(r for r in rules if r != rule)}" if len(rules) > 1 else ""
+        blocked = sum(1 for p in planned if not _runs_somewhere(p))
+        super().__init__(spec.path, "preflight", spec.preflight, (
+            f"no cell can give a timed verdict: preflight blocks {blocked} of {len(planned)} runs, which leaves no "
+            f"graph cell with both arms (rule {rule} on {runs} run(s): {' '.join(message.split())}{others}); change "
+            "the settings the rule names, or give verify: true to submit them and see Megatron refuse them"))
 
 
 def dry_run_summary(planned: Sequence[PlannedRun], spent: Mapping[str, float] | None = None) -> dict[str, Any]:
