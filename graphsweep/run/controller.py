@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from graphsweep import resources
 from graphsweep.fileio import write_json
 from graphsweep.judge.verdict import cell_counts
 from graphsweep.run.process import process_alive, this_process
@@ -32,6 +33,13 @@ from graphsweep.store.readback import check_sweep
 from graphsweep.store.tables import read_table
 from graphsweep.layout import SweepPaths
 from graphsweep.fileio import UnusableFile, read_json
+from graphsweep.vocab import BLOCKED, EAGER
+from graphsweep.workloads import builtin, megatron_bridge
+from graphsweep.workloads.base import NO_CUDA_HERE
+
+# The committed sweep that ran each workload's graph variants on an H200 (results/examples/{sweep}/, in the checkout):
+# where a sweep that could not run its graphs here points to see what they do on a GPU.
+H200_EXAMPLES = {builtin.KIND: "h200-builtin", megatron_bridge.KIND: "megatron-tiny-vanilla-gpt"}
 
 
 def _fix(paths: SweepPaths) -> str:
@@ -106,7 +114,30 @@ def end_of_sweep(paths: SweepPaths, already: bool = False) -> str:
     aa = f" (and {control} A/A control cell{'s' if control != 1 else ''})" if control else ""
     report = paths.report_html.resolve() if paths.report_html.exists() else paths.report_html
     done = "is complete, nothing to run" if already else "done"
-    return f"graphsweep: sweep '{paths.sweep}' {done}: {total} cells: {found}{aa}\ngraphsweep: report: {report}"
+    no_cuda = no_cuda_note(paths)
+    return (f"graphsweep: sweep '{paths.sweep}' {done}: {total} cells: {found}{aa}\n"
+            + (f"graphsweep: {no_cuda}\n" if no_cuda else "") + f"graphsweep: report: {report}")
+
+
+def no_cuda_note(paths: SweepPaths) -> str | None:
+    """When this machine's missing CUDA device blocked the sweep's runs (plan time, rule no_cuda_here): what ran, and
+    the committed report of the same workload's graph variants on an H200. None otherwise."""
+    try:
+        plan = read_table(paths.plan, "plan")
+    except UnusableFile:
+        return None
+    here = plan.rule_id.fillna("").str.split(";").map(lambda rules: NO_CUDA_HERE in rules)
+    if not here.any():
+        return None
+    eager_ran = ((plan.arm == EAGER) & (plan.status != BLOCKED)).any()
+    what = "graph arms blocked; the eager baselines ran" if eager_ran else "every run blocked; none ran"
+    example = H200_EXAMPLES.get(str(plan.workload.iloc[0]))
+    if example is None:
+        return f"no CUDA device here: {what}"
+    repo = resources.checkout()
+    report = SweepPaths((repo or Path()) / "results" / "examples", example).report_html
+    where = str(report) if repo is not None and report.is_file() else f"{report} in the graphsweep repository"
+    return f"no CUDA device here: {what}. What graph variants of this workload did on an H200: {where}"
 
 
 def written_since(outputs: Sequence[str | Path], since: float) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from graphsweep import provenance
+from graphsweep.store import schema
 from graphsweep.store.tables import SUMMARY_NOT_COLUMNS, read_table, write_table
 from graphsweep.store.readback import read_run_iterations
 from graphsweep.store.runfiles import read_run_info, read_summary
@@ -82,7 +83,8 @@ def aggregate(plan_path: Path, runs: Sequence[RunDir], runs_out: Path, iteration
             rows.append({k: v for k, v in row.items() if k not in SUMMARY_NOT_COLUMNS})
         if len(it):
             frames.append(it)
-    table = pd.DataFrame(rows)
+    # no run at all (every run blocked at plan time): still every declared column, so readers find run_id & co
+    table = pd.DataFrame(rows) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in schema.RUNS})
     iterations = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
     write_table(table, runs_out, "runs")
     write_table(iterations, iterations_out, "iterations")

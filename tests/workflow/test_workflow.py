@@ -122,10 +122,51 @@ def test_second_run_has_nothing_to_do_and_says_the_sweep_is_complete(default_swe
     assert "Nothing to be done" in proc.stdout + proc.stderr
     again = snakemake(workdir, "--cores", "2")
     report = workdir / "results" / "default" / "report.html"
-    assert again.returncode == 0 and again.stderr.strip().splitlines()[-2:] == [
+    assert again.returncode == 0 and again.stderr.strip().splitlines()[-3:] == [
         "graphsweep: sweep 'default' is complete, nothing to run: 12 cells: 12 blocked",
+        NO_CUDA_LINE,
         f"graphsweep: report: {report.resolve()}",
     ], again.stderr[-2000:]
+
+
+# issue 37 item 7: a sweep whose graph arms this machine cannot run says so, and where an H200 ran them
+H200_REPORT = ROOT / "results" / "examples" / "h200-builtin" / "report.html"
+NO_CUDA_LINE = ("graphsweep: no CUDA device here: graph arms blocked; the eager baselines ran. What graph variants of "
+                f"this workload did on an H200: {H200_REPORT}")
+
+
+def test_on_cpu_the_sweep_ends_saying_no_cuda_here_and_pointing_to_the_h200_report(default_sweep):
+    workdir, proc = default_sweep
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("graphsweep: ")]
+    assert ours[-3:] == [
+        "graphsweep: sweep 'default' done: 12 cells: 12 blocked",
+        NO_CUDA_LINE,
+        f"graphsweep: report: {(workdir / 'results' / 'default' / 'report.html').resolve()}",
+    ], proc.stderr[-2000:]
+    assert H200_REPORT.is_file() and "h200-builtin" in H200_REPORT.read_text()
+
+
+@pytest.mark.slow
+def test_a_local_megatron_sweep_on_cpu_starts_no_job_and_says_why(tmp_path):
+    """Issue 37 items 5 and 7: every Megatron run needs a CUDA device, eager included; none is started."""
+    workdir = copy_workflow(tmp_path)
+    proc = snakemake(workdir, "--cores", "2", "--config", "spec=configs/examples/megatron-tiny-vanilla-gpt.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[graphsweep] submitted " not in proc.stderr and not (workdir / "results" / "megatron-tiny-vanilla-gpt" /
+                                                                 "runs").exists()
+    out = workdir / "results" / "megatron-tiny-vanilla-gpt"
+    comparison = pd.read_parquet(out / "comparison.parquet")
+    assert list(comparison.verdict) == ["blocked"] * 3 and set(comparison.rule_id) == {"no_cuda_here"}
+    plan = pd.read_parquet(out / "plan.parquet")
+    eager = plan[plan.arm == "eager"]
+    assert set(plan.status) == {"blocked"} and eager.rule_message.str.startswith(
+        "megatron_bridge training needs a CUDA device; this machine has none (no NVIDIA driver)").all()
+    example = ROOT / "results" / "examples" / "megatron-tiny-vanilla-gpt" / "report.html"
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("graphsweep: ")]
+    assert ours[-2] == (
+        "graphsweep: no CUDA device here: every run blocked; none ran. What graph variants of this workload did on an "
+        f"H200: {example}")
+    assert (out / "report.html").stat().st_size > 0
 
 
 @pytest.mark.slow
