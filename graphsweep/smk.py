@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
+import shlex
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from graphsweep import textsafe
 from graphsweep.layout import RunDir
@@ -118,3 +121,60 @@ def unsafe_setting(config: Any) -> str | None:
     if bad := textsafe.not_finite(config):
         return f"key '{bad[0]}' = {bad[1]}: {textsafe.NOT_FINITE}"
     return None
+
+
+# The Slurm commands a sweep on Slurm needs on the controller's host: submitit submits with sbatch and reads job
+# states with sacct; srun starts a Megatron run's training step (and submitit looks for it to detect Slurm).
+SLURM_COMMANDS = ("sbatch", "srun", "sacct")
+
+
+def no_slurm_here(spec: str, runs: int) -> str | None:
+    """One line when a sweep would submit `runs` runs to Slurm and this host has no Slurm commands on PATH (a laptop,
+    a workstation): where to run it instead. None when they are all here. (Without it every run rule failed with
+    submitit's "Could not detect srun" traceback, and the last line suggested the same command again.)"""
+    missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None]
+    if not missing:
+        return None
+    return (f"graphsweep: this sweep submits its {runs} runs to Slurm (the Slurm profile, or executor.cluster: slurm), "
+            f"but this host has no Slurm: {', '.join(missing)} not on PATH. Run it on the cluster's login node; here, "
+            f"`snakemake -n --profile slurm --config spec={shlex.quote(spec)}` shows what it would submit, and "
+            f"`snakemake --cores 2 --config spec={shlex.quote(spec)} cluster=local` runs it on this machine")
+
+
+def _slurm_output(*argv: str) -> str:
+    """A Slurm command's stdout, or "" when it is missing, fails or takes more than 10 s (a busy controller)."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def slurm_target(runs: int, partition: str | None, account: str | None) -> str:
+    """The dry run's line: which Slurm cluster, partition (the cluster's default when the settings give none) and
+    account the sweep's runs would be submitted to, asked of Slurm itself (scontrol, sinfo) where it answers."""
+    config = _slurm_output("scontrol", "show", "config")
+    cluster = next((line.split("=", 1)[1].strip() for line in config.splitlines()
+                    if line.split("=", 1)[0].strip() == "ClusterName" and "=" in line), None)
+    if partition:
+        where = f"partition {partition}"
+    else:
+        default = next((p[:-1] for p in _slurm_output("sinfo", "-h", "-o", "%P").split() if p.endswith("*")), None)
+        where = (f"partition {default} (the cluster's default: the profile gives none)" if default else
+                 "the cluster's default partition (the profile gives none)")
+    name = f"Slurm cluster '{cluster}'" if cluster else "Slurm (cluster unknown: no Slurm answers on this host)"
+    paying = f", account {account}" if account else ""
+    missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None]
+    here = f"; this host has no {', '.join(missing)}: start the real run on the cluster's login node" if missing else ""
+    return f"graphsweep: dry run: {runs} runs would be submitted to {name}, {where}{paying}{here}"
+
+
+def slurm_first_words(pending: Sequence[str], slurm: Mapping[str, Any], spec: str, dry_run: bool) -> None:
+    """Called once while the Snakefile is read, for a sweep whose runs go to Slurm: a dry run says where the
+    `pending` runs (those without a run.json) would be submitted; a real one on a host without Slurm stops here,
+    one line and exit status 2, before any job. Nothing when no run is pending (a finished sweep needs no Slurm)."""
+    if not pending:
+        return
+    if dry_run:
+        print(slurm_target(len(pending), slurm.get("partition"), slurm.get("account")), file=sys.stderr, flush=True)
+    elif problem := no_slurm_here(spec, len(pending)):
+        refuse(problem)
