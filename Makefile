@@ -8,15 +8,14 @@ CORES ?= 2
 
 .PHONY: sweep test test-fast install system slurm lint clean-results megatron-venv
 
-$(VENV)/.installed: pyproject.toml plugins/snakemake-executor-plugin-graphsweep/pyproject.toml
+$(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	# The builtin workload needs torch; a CPU build is enough off the GPU cluster (pinned: the newest is a multi-GB CUDA build).
 	$(PY) -m pip install -q torch==2.13.0
+	# graphsweep ships the Slurm profile's executor too (snakemake_executor_plugin_graphsweep, pyproject.toml); the
+	# separate plugin distribution of earlier versions would shadow it: gone
+	$(PY) -m pip uninstall -q -y snakemake-executor-plugin-graphsweep 2>/dev/null || true
 	$(PY) -m pip install -q -e '.[builtin,test]'
-	# The Slurm profile's executor (graphsweep/run/executor.py) under the name Snakemake looks for: a real package on
-	# sys.path (Snakemake does not see executor plugins through an editable install's finder)
-	$(PY) -m pip install -q --no-deps --no-build-isolation ./plugins/snakemake-executor-plugin-graphsweep
-	rm -rf plugins/snakemake-executor-plugin-graphsweep/build
 	touch $@
 
 install: $(VENV)/.installed

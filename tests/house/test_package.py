@@ -5,6 +5,7 @@ that on a finished sweep with Snakemake)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -72,7 +73,8 @@ def test_the_wheel_installs_and_validates_a_spec_outside_the_repository(tmp_path
     src = tmp_path / "src"  # the package alone: pip builds in the source tree, so not in this checkout
     src.mkdir()
     shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
-    shutil.copytree(ROOT / "graphsweep", src / "graphsweep", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("graphsweep", "snakemake_executor_plugin_graphsweep"):  # one distribution, both packages
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path / "dist"
     pip = [sys.executable, "-m", "pip", "--quiet"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)], check=True,
@@ -80,7 +82,7 @@ def test_the_wheel_installs_and_validates_a_spec_outside_the_repository(tmp_path
     (wheel,) = dist.glob("graphsweep-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"graphsweep/schemas/sweep.schema.yaml", "graphsweep/schemas/config.schema.yaml",
-            "graphsweep/report/report.css"} <= set(names)
+            "graphsweep/report/report.css", "snakemake_executor_plugin_graphsweep/__init__.py"} <= set(names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--quiet", "install", str(wheel)], check=True, timeout=600)
@@ -89,17 +91,20 @@ def test_the_wheel_installs_and_validates_a_spec_outside_the_repository(tmp_path
     user.mkdir()
     shutil.copy(ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml", user / "spec.yaml")
     graphsweep = str(venv / "bin" / "graphsweep")
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv's graphsweep, not a checkout's
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import graphsweep.resources as r; "
-                            "print(r.SOURCE_ROOT, r.checkout())"], cwd=user, capture_output=True, text=True, check=True)
+                            "print(r.SOURCE_ROOT, r.checkout())"], cwd=user, capture_output=True, text=True, check=True,
+                           env=bare)  # fmt: skip
     assert where.stdout.split() == [str(venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" /
                                         "site-packages"), "None"]
     ok = subprocess.run([graphsweep, "check-spec", "--json", "spec.yaml"], cwd=user, capture_output=True, text=True,
-                        timeout=120)
+                        timeout=120, env=bare)
     assert ok.returncode == 0, ok.stderr
     out = json.loads(ok.stdout)
     mine = json.loads(subprocess.run([sys.executable, "-m", "graphsweep.cli", "check-spec", "--json",
                                       str(user / "spec.yaml")], capture_output=True, text=True, check=True).stdout)
     assert out == mine and out["ok"] and out["runs"] > 0  # the same plan and preflight verdicts as the checkout's
     (user / "bad.yaml").write_text((user / "spec.yaml").read_text() + "\nwarmpu: 3\n")
-    bad = subprocess.run([graphsweep, "check-spec", "bad.yaml"], cwd=user, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run([graphsweep, "check-spec", "bad.yaml"], cwd=user, capture_output=True, text=True, timeout=120,
+                         env=bare)
     assert bad.returncode == 2 and "warmpu" in bad.stderr and "unknown key" in bad.stderr, bad.stderr
