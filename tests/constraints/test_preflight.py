@@ -249,7 +249,8 @@ def test_check_json_ok(capsys):
     rc, out = run_check(capsys, "--json", "model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=[attn]",
                         "model.use_te_rng_tracker=true", "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
                         "env.NCCL_GRAPH_REGISTER=0")
-    assert rc == 0 and json.loads(out) == {"ok": True, "violations": []}
+    assert rc == 0 and json.loads(out) == {"ok": True, "violations": [], "sweep_adds": ["rng.te_rng_tracker=true"],
+                                           "ok_in_sweep": True, "sweep_violations": []}
 
 
 def test_check_gpus_pair_and_human_output(capsys):
