@@ -143,6 +143,8 @@ def no_slurm_here(spec: str, runs: int) -> str | None:
 
 def _slurm_output(*argv: str) -> str:
     """A Slurm command's stdout, or "" when it is missing, fails or takes more than 10 s (a busy controller)."""
+    if shutil.which(argv[0]) is None:
+        return ""
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
