@@ -4,7 +4,9 @@ knows the package's place on disk (tests/house/test_architecture.py holds every 
 Package data (shipped in the wheel, pyproject.toml package-data; read through importlib.resources, so an installed
 graphsweep needs no checkout):
 - ``schemas/sweep.schema.yaml``: the sweep spec's JSON schema, with its defaults;
-- ``schemas/config.schema.yaml``: the workflow's own settings (configs/config.yaml, ``--config``).
+- ``schemas/config.schema.yaml``: the workflow's own settings (configs/config.yaml, ``--config``);
+- ``catalogues/megatron-bridge-0.6.2.json``: Megatron Bridge's recipe names and config keys of one release
+  (tools/bridge_catalogue.py), what a megatron_bridge spec's keys are checked against (workloads/bridge_keys.py).
 ``report/report.css`` ships too; report/html.py reads it beside itself.
 
 Folders: :data:`SOURCE_ROOT` holds the ``graphsweep`` package (a checkout, or site-packages of an installed one);
@@ -20,6 +22,7 @@ from pathlib import Path
 PACKAGE = "graphsweep"
 SWEEP_SCHEMA = "schemas/sweep.schema.yaml"
 CONFIG_SCHEMA = "schemas/config.schema.yaml"
+BRIDGE_CATALOGUE = "catalogues/megatron-bridge-0.6.2.json"  # Bridge 0.6.2 / Core 0.19.2: regenerate per release
 
 # The folder that holds the graphsweep package: the repository in a clone (editable install), site-packages in an
 # installed one. The megatron_bridge workload runs graphsweep/entry/megatron_entry.py by path from here and mounts it

@@ -22,9 +22,11 @@ from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, graph_view, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, format_override, parse_override, parse_value, split_env
 from graphsweep.records import Violation
+from graphsweep.workloads import bridge_keys
 from graphsweep.workloads.megatron_bridge import NAN_CHECKS_OFF, RNG_TRACKER_ON, sweep_additions
 
 NAME = "check"
+ESCAPE = "a key of another release: give its --mcore; keys are checked for --mcore auto and the catalogue's Core"
 HELP = "check Megatron Bridge CUDA-graph settings (KEY=VALUE, Hydra syntax) against the preflight rules"
 
 
@@ -82,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
             if problem := graph_field_problem(key):
                 raise OverrideError(f"{key}: {problem}")
         gpus = _gpus(args.gpus, pairs.pop("gpus", None))
+        if bridge_keys.covers(args.mcore):  # a typo is no setting Megatron would read: the closest key instead
+            for key in pairs:
+                if not key.startswith("env.") and (problem := bridge_keys.key_problem(key, ESCAPE)):
+                    raise OverrideError(f"{key}: {problem}")
+            if args.recipe and (problem := bridge_keys.recipe_problem(args.recipe)):
+                raise OverrideError(f"--recipe {args.recipe}: {problem}")
         _version("--mcore", args.mcore, "a Megatron Core version such as 0.17, 0.18 or 0.19.2, or auto")
         if args.te_version is not None:
             _version("--te-version", args.te_version, "a Transformer Engine version such as 2.20.2")

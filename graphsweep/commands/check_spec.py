@@ -16,6 +16,8 @@ from graphsweep.plan.planner import NothingToMeasure, PlannedRun, dry_run_summar
 from graphsweep.plan.repeats import RepeatsError
 from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.records import SpecError
+from graphsweep.workloads import bridge_keys
+from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
 
 NAME = "check-spec"
 HELP = "validate a sweep spec and report the preflight verdict of every cell (submits nothing)"
@@ -54,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         ]
         result = {"ok": nothing is None, "sweep": spec.name, **summary, "cells": len(spec.cells()),
                   "violations": violations}
+        if spec.workload["kind"] == MEGATRON_BRIDGE:
+            result["keys_checked"] = bridge_keys.what_was_checked(spec.raw)
         if nothing is not None:
             result.update(error=str(nothing), file=nothing.path, key=nothing.key, value=nothing.value)
         print(json.dumps(result, default=str))
@@ -66,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         f"about {summary['gpu_hours']} GPU-hours (budget_gpu_hours {spec.budget_gpu_hours}): "
         f"{summary['estimate']}",
     ))  # fmt: skip
+    if spec.workload["kind"] == MEGATRON_BRIDGE:  # which release the keys were checked against, if any
+        console.print(Text(bridge_keys.what_was_checked(spec.raw)))
     if blocked:
         table = Table("cell", "rule", "message", title="Blocked by preflight (no job will be submitted)")
         for p in blocked:  # cell ids and Megatron's messages are text, never markup

@@ -28,6 +28,7 @@ from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normali
 from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.constraints.graph import GRAPH_FIELDS
+from graphsweep.workloads import bridge_keys
 from graphsweep.workloads.base import RunCost
 from graphsweep.layout import TORCHRUN_TEE
 from graphsweep.records import EAGER_VARIANT, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
@@ -163,6 +164,7 @@ def validate(raw: Mapping[str, Any], path: str | Path) -> None:
                     except OverrideError as exc:
                         raise SpecError(path, f"{section}.{key}", one,
                                         f"not a list or dict Megatron Bridge's command line can read: {exc}") from None
+    bridge_keys.check_spec(raw, path)  # every key and the recipe against the catalogue of a Bridge release
 
 
 def bridge_settings(run: RunSpec) -> dict[str, Any]:

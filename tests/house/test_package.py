@@ -82,7 +82,8 @@ def test_the_wheel_installs_and_validates_a_spec_outside_the_repository(tmp_path
     (wheel,) = dist.glob("graphsweep-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"graphsweep/schemas/sweep.schema.yaml", "graphsweep/schemas/config.schema.yaml",
-            "graphsweep/report/report.css", "snakemake_executor_plugin_graphsweep/__init__.py"} <= set(names)
+            "graphsweep/report/report.css", "snakemake_executor_plugin_graphsweep/__init__.py",
+            f"graphsweep/{resources.BRIDGE_CATALOGUE}"} <= set(names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--quiet", "install", str(wheel)], check=True, timeout=600)
