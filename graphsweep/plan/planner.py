@@ -75,18 +75,20 @@ def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None 
     runs = spec.runs()
     plans = {r.run_id: for_run(r).launch_plan(r) for r in runs}
     violations: dict[str, list[Violation]] = {r.run_id: [] for r in runs}
-    where = cluster or spec.executor.cluster
-    if where in LOCAL_CLUSTERS and not spec.is_ingest and not cuda_here():
-        for r in runs:  # ingested logs ran elsewhere already: nothing is started here
-            needs = getattr(for_run(r), "needs_cuda", None)
-            if needs is not None and needs(r) and not (paths is not None and paths.run_json(r.run_id).exists()):
-                violations[r.run_id].append(no_cuda_here(where, r))
     if mode != "none":
         for r in runs:
             violations[r.run_id] += for_run(r).preflight(r)
         if mode == "megatron" and spec.workload["kind"] == MEGATRON_BRIDGE:
             for run_id, found in _bridge_verdicts(spec, runs, plans).items():
                 violations[run_id] += found
+    where = cluster or spec.executor.cluster
+    if where in LOCAL_CLUSTERS and not spec.is_ingest and not cuda_here():
+        for r in runs:  # ingested logs ran elsewhere already: nothing is started here
+            needs = getattr(for_run(r), "needs_cuda", None)
+            if violations[r.run_id] or needs is None or not needs(r):
+                continue  # a run the spec's settings block keeps that reason: it would not start anywhere
+            if not (paths is not None and paths.run_json(r.run_id).exists()):
+                violations[r.run_id].append(no_cuda_here(where, r))
     verify = spec.verify
     gate = float(spec.margin) if spec.launch_gate and not spec.is_ingest else None
     return [PlannedRun(r, plans[r.run_id], tuple(violations[r.run_id]), for_run(r).estimate(r), verify,

@@ -38,7 +38,7 @@ def test_bridge_rejects_a_full_iteration_cell_with_the_nan_check_on(tmp_path):
     raw = yaml.safe_load(TINY.read_text())
     overrides = {**raw["workload"].get("overrides", {}), "rerun_state_machine.check_for_nan_in_loss": True}
     spec = load_spec(tiny_spec(tmp_path, preflight="megatron", workload={**raw["workload"], "overrides": overrides}))
-    plan = plan_frame(plan_sweep(spec))
+    plan = plan_frame(plan_sweep(spec, "slurm"))  # for a cluster: this machine's local executor has no CUDA device
     full = plan[plan.variant == "full_iteration"]
     assert (full.status == "blocked").all()
     assert full.rule_message.str.contains("check_for_nan_in_loss must be disabled").all()

@@ -143,7 +143,8 @@ def test_ctrl_c_as_the_last_job_finishes_says_the_sweep_is_done(finished, tmp_pa
     assert "Terminating processes on user request" in text, text[-3000:]
     assert paths.report_html.stat().st_mtime >= started and paths.report_md.exists()  # the job ran to its end
     ours = [line for line in text.splitlines() if line.startswith("graphsweep:")]
-    assert ours[-3] == "graphsweep: sweep 'default' was interrupted, but every job had finished: 12 cells: 12 blocked"
+    assert ours[-4] == "graphsweep: sweep 'default' was interrupted, but every job had finished: 12 cells: 12 blocked"
+    assert ours[-3].startswith("graphsweep: no CUDA device here: graph arms blocked; the eager baselines ran.")
     assert ours[-2] == f"graphsweep: report: {paths.report_html.resolve()}"
     assert ours[-1].startswith("graphsweep: Snakemake stopped before recording the last job(s) (report), so it marks "
                                "their outputs incomplete; this makes them again (no job is submitted): cd ")
