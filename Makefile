@@ -1,7 +1,7 @@
 # Two entry points for a fresh machine (see README):
 #   make sweep      set up and run the default sweep end to end (local executor, builtin workload)
 #   make test       set up (system packages, local Slurm cluster) and run every test
-#   make test-fast  the in-process unit tests only (no torch, Snakemake, Slurm or Chromium process): README "Tests" times it
+#   make test-fast  the in-process unit tests only (no torch, Snakemake, Slurm or Chromium process): docs/running.md "Tests" times it
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CORES ?= 2
@@ -41,7 +41,7 @@ test-fast: install
 megatron-venv:
 	bash tools/megatron-venv.sh $${MEGATRON_VENV_DIR:-$$HOME/mbvenv}
 
-# snakefmt-clean; snakemake --lint reports only the declined conda/container lint (README)
+# snakefmt-clean; snakemake --lint reports only the declined conda/container lint (docs/running.md)
 lint: install
 	$(VENV)/bin/snakefmt --check Snakefile rules/
 	-$(VENV)/bin/snakemake --lint

@@ -1,7 +1,7 @@
 """The run rule's own process stays small: on Snakemake's local executor (a sweep run without the Slurm profile's
 graphsweep executor) a login node hosts one such process per run in flight, and what it imports is most of its
 memory (on main before issue 31: pandas, pyarrow and scipy through the launch gate, the run readers and the
-controller module, 129 MB a process; without them 31 MB RSS: benchmarks/login_node.py, README "Running on a Slurm cluster")."""
+controller module, 129 MB a process; without them 31 MB RSS: benchmarks/login_node.py, docs/slurm.md)."""
 
 from __future__ import annotations
 
