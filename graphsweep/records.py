@@ -189,6 +189,27 @@ class ExecutorSpec:
 
 
 @dataclass(frozen=True)
+class DecideSpec:
+    """The spec's `decide:` block (the decision loop), its defaults filled from the schema's (sweepspec/load.py)."""
+
+    enabled: bool
+    max_repeats: int  # jobs per arm the loop may reach (raised for one results folder by more-repeats)
+    gpu_hours: float | None  # the whole sweep's GPU-hours the loop may reach; None: the spec's budget_gpu_hours
+    step: int  # jobs per arm added per round
+    horizon: int  # jobs per arm the boundaries are spread over
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "DecideSpec":
+        hours = block.get("gpu_hours")
+        return cls(bool(block["enabled"]), int(block["max_repeats"]), None if hours is None else float(hours),
+                   int(block["step"]), int(block["horizon"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "max_repeats": self.max_repeats, "gpu_hours": self.gpu_hours,
+                "step": self.step, "horizon": self.horizon}
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One job: one arm of one shape for one repeat."""
 
@@ -207,6 +228,7 @@ class RunSpec:
     gpus: int
     executor: ExecutorSpec
     has_full_iteration_variant: bool  # a full-iteration variant exists for this shape (fairness of NaN checks)
+    quiet: Mapping[str, Any] = field(default_factory=dict)  # the spec's `quiet:` block: what every arm's job runs with
 
     @property
     def total_iterations(self) -> int:

@@ -43,6 +43,16 @@ VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED, BLOCKED, OOM, 
 TIMING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED)  # the arms' step times were compared
 # Verdicts that compare the two arms, so they need runs made in one environment
 COMPARING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED, OOM)
+# Where the decision loop left a cell (comparison.parquet `loop_status`; judge/loop.py)
+LOOP_DECIDED = "decided"  # speedup, slowdown or neutral, family gate passed: no more repeats
+LOOP_LIVE = "live"  # undecided and still worth repeats (the loop was stopped before it could add them)
+LOOP_DROPPED_LEADER = "dropped-leader"  # its interval lies below the shape's leader's: it cannot be the best
+LOOP_DROPPED_MARGIN = "dropped-margin"  # its interval lies below 1 + margin: measured not faster
+LOOP_BUDGET = "budget"  # undecided when the loop's budget (repeats per arm, GPU-hours) ran out
+LOOP_CONTROL = "control"  # an A/A cell: judged at its shape's looks, never a reason for more repeats
+LOOP_UNTIMED = "untimed"  # blocked, OOM, failed, invalid, baseline-failed, not comparable: repeats cannot change it
+LOOP_STATUSES = (LOOP_DECIDED, LOOP_LIVE, LOOP_DROPPED_LEADER, LOOP_DROPPED_MARGIN, LOOP_BUDGET, LOOP_CONTROL,
+                 LOOP_UNTIMED)
 # --------------------------------------------------------------------------------------------------
 # Arms and variants
 EAGER = "eager"  # the eager arm, and the eager variant's name

@@ -5,7 +5,7 @@ rule parse:
         run=str(PATTERN.run_json("{run_id}")),
         log=str(PATTERN.run_log("{run_id}")),
         ranks=get_run_ranks,
-        config=get_run_config,
+        config=str(PATTERN.run_config("{run_id}")),
     output:
         iterations=update(str(PATTERN.run_iterations("{run_id}"))),
         summary=update(str(PATTERN.run_summary("{run_id}"))),

@@ -2,8 +2,10 @@ from pathlib import Path
 
 from graphsweep.run.ingest import write_run
 from graphsweep.smk import logging_to, one_line_errors, run_dir
+from graphsweep.store.runfiles import write_run_config
 
 with logging_to(snakemake.log[0]), one_line_errors():
-    run = run_dir(snakemake.output.run, snakemake.output.log, snakemake.output.ranks)
+    run = run_dir(snakemake.output.config, snakemake.output.run, snakemake.output.log, snakemake.output.ranks)
+    write_run_config(run, snakemake.params.config)  # the run's record from the plan (this rule's params)
     record = write_run(run, [Path(p) for p in snakemake.input.logs], dict(snakemake.params.facts), snakemake.params.seed)
     print(f"ingested {run.run_id} from {', '.join(f['path'] for f in record['source_files'])} (nothing submitted)")

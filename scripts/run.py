@@ -4,6 +4,7 @@ from pathlib import Path
 from graphsweep.smk import logging_to, one_line_errors, run_dir
 from graphsweep.run.runrule import execute_run
 from graphsweep.layout import JobsDir
+from graphsweep.store.runfiles import write_run_config
 
 
 def say(message):
@@ -14,8 +15,11 @@ def say(message):
 
 try:
     with logging_to(snakemake.log[0]), one_line_errors():
+        run = run_dir(snakemake.output.config, snakemake.output.run, snakemake.output.log, snakemake.output.ranks)
+        # the run's launch record is this rule's params (Snakemake reruns the run when it changes): written first
+        write_run_config(run, snakemake.params.config)
         execute_run(
-            run_dir(snakemake.input.config, snakemake.output.run, snakemake.output.log, snakemake.output.ranks),
+            run,
             JobsDir(snakemake.params.jobs_dir),
             attempt=int(snakemake.resources.attempt),
             timeout_min=int(snakemake.resources.timeout_min),

@@ -128,7 +128,7 @@ class Sweep:
             status="blocked" if blocked else "submit", rule_id="full_iteration_nan_check" if blocked else None,
             rule_message=blocked, rule_source="Bridge training/config.py L1364-1369" if blocked else None,
             command="python mb_run.py ...", seed=1234, est_gpu_seconds=0.0 if blocked else 95.0,
-            graph_overrides=None, **shape,
+            graph_overrides=None, look=1, **shape,
         )  # fmt: skip
         self.plan.append(row)
         return row

@@ -89,10 +89,12 @@ def speedup_text(row: Mapping[str, Any], ci: bool = True) -> str:
 
 
 def interval(row: Mapping[str, Any]) -> str:
-    """'1.05× [1.01, 1.09] (95% CI; eager 10.50 ms vs graph 10.00 ms)'."""
+    """'1.05× [1.01, 1.09] (95% CI at look 2 of the decision loop; eager 10.50 ms vs graph 10.00 ms)'."""
     level = 100 * (1 - float(_get(row, "alpha") or iv.ALPHA))
     other = CONTROL if _get(row, "control") else GRAPH
-    return (f"{speedup_text(row)} ({level:g}% CI; "
+    look = _get(row, "look")
+    at = f" at look {int(look)} of the decision loop" if look is not None and _get(row, "loop_status") else ""
+    return (f"{speedup_text(row)} ({level:g}% CI{at}; "
             f"eager {_get(row, 'eager_step_ms'):.2f} ms vs {other} {_get(row, 'graph_step_ms'):.2f} ms)")
 
 
@@ -163,7 +165,7 @@ def repeats(row: Mapping[str, Any], hint: bool = True) -> str:
                 "this step time" + (" (widen the margin or lengthen the step)" if hint else ""))
     if need is not None:
         return f"about {int(need)} repeats per arm would decide it" + (
-            " (80% power, `graphsweep more-repeats`)" if hint else "")
+            " (80% power at the decision loop's looks; `graphsweep more-repeats` raises its budget)" if hint else "")
     return f"more than {iv.POWER_CAP} repeats per arm would be needed" + (
         " at this spread (the estimate is too close to a margin edge for the job-to-job noise)" if hint else "")
 

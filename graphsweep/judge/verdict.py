@@ -290,10 +290,13 @@ def judge_cell(
     control: bool = False,
     mem_metric: str | None = None,
     reference: Sequence[ArmRun] = (),
+    look: iv.Look | None = None,
+    design: iv.seq.Design | None = None,
 ) -> Verdict:
     """Verdict of one cell (one graph variant, or the A/A control, against its shape's eager baseline).
 
-    `alpha` is this look's (interval.alpha_for_look: a sweep that may add repeats spends half at each look);
+    `alpha` is the sweep's; at a `look` of the decision loop the interval is that look's repeated confidence interval
+    (judge/sequential.py) and `repeats_needed` plans over the `design`'s looks;
     `paired` pairs the arms by position (ABBA pair jobs); `control` marks an A/A cell (both arms eager);
     `reference` holds more eager-like runs of the shape (its A/A control runs, or `graphsweep compare --reference`
     logs): they join the eager runs as loss references once checked against them (a diverging one is set aside),
@@ -381,8 +384,8 @@ def judge_cell(
         if pairs:  # the step times the ratio is made of: the complete pairs'
             v.eager_step_ms = centre_ms([a.median_ms for a, _ in both])
             v.graph_step_ms = centre_ms([b.median_ms for _, b in both])
-    j = iv.judge_arms(pairs, iv.ZERO_ARM, margin=margin, alpha=alpha) if pairs else iv.judge_arms(
-        ea, ga, margin=margin, alpha=alpha)
+    j = iv.judge_arms(pairs, iv.ZERO_ARM, margin=margin, alpha=alpha, look=look) if pairs else iv.judge_arms(
+        ea, ga, margin=margin, alpha=alpha, look=look)
     v.design = "paired" if pairs else "unpaired"
     v.speedup, v.ci_low, v.ci_high = j.ratio, j.lo, j.hi
     v.p_beyond, v.p_within, v.df = j.p_beyond, j.p_within, j.df
@@ -391,7 +394,7 @@ def judge_cell(
     if v.verdict != INVALID:
         v.verdict = j.verdict
         if j.verdict == INCONCLUSIVE and not j.resolution_limited:
-            v.repeats_needed = iv.repeats_for_power(ea, ga, margin=margin)
+            v.repeats_needed = iv.repeats_for_power(ea, ga, margin=margin, alpha=alpha, design=design)
         if v.verdict == SPEEDUP and not control and v.loss_parity in (None, *lp.NOT_A_RESULT):
             v.verdict = UNVERIFIED  # faster, but nothing shows that it trains the same model
     return v

@@ -46,6 +46,7 @@ from graphsweep.run.sbatch import SubmitRefused
 from graphsweep.run.submit import SubmitSettings, read_side, slurm_outcome, submit_slurm, waiting_limits
 from graphsweep.run.watch import INFRA, RESULT, VANISHED, Event, Fleet, Flight
 from graphsweep.smk import run_dir
+from graphsweep.store.runfiles import write_run_config
 from graphsweep.layout import JobsDir
 from graphsweep.fileio import UnusableFile
 from graphsweep.records import SpecError
@@ -148,7 +149,8 @@ class Executor(RemoteExecutor):
     # The run's steps (run/runrule.py) ---------------------------------------------------------------------------
     def _begin(self, job: Any, say: Callable[[str], None]) -> Running | None:
         config = getattr(self.workflow, "config", None) or {}
-        run = run_dir(job.input.config, job.output.run, job.output.log, job.output.ranks)
+        run = run_dir(job.output.config, job.output.run, job.output.log, job.output.ranks)
+        write_run_config(run, job.params.config)  # the launch record is the rule's params (rules/run.smk)
         task = begin_run(run, JobsDir(job.params.jobs_dir),
                          attempt=int(job.attempt), timeout_min=int(job.resources.timeout_min),
                          cluster=config.get("cluster"), slurm=config.get("slurm"),

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from graphsweep.layout import JobsDir, RunDir
-from graphsweep.fileio import UnusableFile, read_json, read_text
+from graphsweep.fileio import UnusableFile, read_json, read_text, write_text
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: a sweep has thousands of configs
 
@@ -30,7 +30,7 @@ def read_yaml(path: str | Path, fix: str = "") -> Any:
 
 
 def read_run_config(run: RunDir, parse: bool = False) -> dict[str, Any]:
-    """config.yaml (what the plan job wrote from the plan): its `run`, `launch` and `executor` records; with `parse`
+    """config.yaml (what the run rule wrote from the plan): its `run`, `launch` and `executor` records; with `parse`
     also what the parser needs of the run (its arm and warmup)."""
     fix = run.fix_for(run.config)
     cfg = read_yaml(run.config, fix)
@@ -48,6 +48,12 @@ def read_run_config(run: RunDir, parse: bool = False) -> dict[str, Any]:
     if not isinstance(cfg["launch"].get("argv"), list) or not cfg["launch"]["argv"]:
         raise UnusableFile(run.config, "launch.argv is not the command of the run", fix)
     return cfg
+
+
+def write_run_config(run: RunDir, record: Any) -> None:
+    """runs/{run_id}/config.yaml, whole or not at all: the launch record the run rule got from the plan (its params),
+    written by the run rule itself as its first output, so that Snakemake's params trigger keeps the rerun books."""
+    write_text(run.config, yaml.safe_dump(dict(record), sort_keys=False))
 
 
 def read_run_info(run: RunDir) -> dict[str, Any]:

@@ -34,6 +34,7 @@ PLAN: dict[str, pa.DataType] = {
     "sweep": S, "run_id": S, "shape_id": S, "cell_id": S, "arm": S, "variant": S, "impl": S, "scope": S,
     "repeat": I, "warmup": I, "iterations": I, "gpus": I, "workload": S, "status": S, "rule_id": S,
     "rule_message": S, "rule_source": S, "command": S, "seed": I, "est_gpu_seconds": F, "graph_overrides": OVERRIDES,
+    "look": I,
 }  # fmt: skip
 ITERATIONS: dict[str, pa.DataType] = {
     "run_id": S, "iteration": I, "elapsed_ms": F, "tflops": F, "loss": F, "grad_norm": F, "mem_allocated_gb": F,
@@ -91,6 +92,7 @@ COMPARISON: dict[str, pa.DataType] = {
     "eager_run_id": S, "graph_run_id": S, "eager_run_ids": STRS, "graph_run_ids": STRS, "gpu_seconds": F,
     "gpu_names": S, "eager_outcomes": STRS, "graph_outcomes": STRS, "not_comparable_fields": STRS, "pair_ids": STRS,
     "loss_unseeded": I, "loss_graph_seeds": INTS, "loss_eager_seeds": INTS,
+    "look": I, "loop_status": S, "loop_repeats": I, "repeats_to_decide": I, "gpu_hours_to_decide": F,
 }  # fmt: skip
 # the catalog's index of the archives in it (store/catalog.py): one row per archive, from its manifest
 ARCHIVES: dict[str, pa.DataType] = {

@@ -57,6 +57,12 @@ def schema_default(key: str) -> Any:
     return _load_schema()["properties"][key]["default"]
 
 
+def block_defaults(key: str) -> dict[str, Any]:
+    """A top-level block's properties with the schema's defaults (`decide`, `quiet`): what a spec without it gets."""
+    block = _load_schema()["properties"][key]
+    return {name: sub["default"] for name, sub in block.get("properties", {}).items() if "default" in sub}
+
+
 def _key_path(error: jsonschema.ValidationError) -> str:
     parts = [str(p) for p in error.absolute_path]
     if error.validator == "additionalProperties":
@@ -225,6 +231,9 @@ def _check_text_and_numbers(raw: Mapping[str, Any], path: str | Path) -> None:
 
 def validate_spec(raw: dict[str, Any], path: str | Path = "<spec>") -> Spec:
     schema = _load_schema()
+    if isinstance(raw, dict) and "adaptive_repeats" in raw:  # the two-look design this key switched on is gone
+        raise SpecError(path, "adaptive_repeats", raw["adaptive_repeats"], "is replaced by the decision loop, on by "
+                        "default: remove the key (the spec's `decide:` block sets its budget; docs/statistics.md)")
     _check_text_and_numbers(raw, path)
     errors = sorted(_validator().iter_errors(raw), key=lambda e: list(e.absolute_path))
     if errors:
@@ -311,6 +320,15 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
         raise SpecError(path, "launch_gate", True, f"the gate reads the eager arm's GPU busy time, profiled over "
                         f"iterations 2..warmup (graphsweep/entry/gpu_busy.py): warmup {raw['warmup']} leaves none; "
                         "give warmup >= 2")
+    decide = raw["decide"]
+    if decide["max_repeats"] > decide["horizon"]:
+        raise SpecError(path, "decide.max_repeats", decide["max_repeats"], f"is beyond decide.horizon "
+                        f"({decide['horizon']}), the jobs per arm the looks' boundaries are spread over: give "
+                        "max_repeats <= horizon, or a larger horizon")
+    if decide["enabled"] and raw["repeats"] > decide["max_repeats"]:
+        raise SpecError(path, "repeats", raw["repeats"], f"is more than decide.max_repeats ({decide['max_repeats']}), "
+                        "the most the decision loop may reach: the first look would already be beyond its budget; "
+                        "give repeats <= decide.max_repeats")
     if raw["iterations"] < MIN_STEADY:
         raise SpecError(path, "iterations", raw["iterations"], f"a run needs at least {MIN_STEADY} measured iterations "
                         "for a steady window (graphsweep/parse/window.py MIN_STEADY); with fewer no cell can get a "

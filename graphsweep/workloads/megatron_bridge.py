@@ -30,6 +30,7 @@ from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.constraints.graph import GRAPH_FIELDS
 from graphsweep.workloads.base import RunCost
 from graphsweep.layout import TORCHRUN_TEE
+from graphsweep.entry.affinity import ENV as PIN_CPUS_ENV
 from graphsweep.records import EAGER_VARIANT, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
 from graphsweep.vocab import EAGER
 
@@ -64,6 +65,9 @@ DEFAULT_ENV: dict[str, str] = {
     "TORCH_NCCL_HIGH_PRIORITY": "1",
     "CUDA_DEVICE_MAX_CONNECTIONS": "1",
 }
+
+# spec quiet.manual_gc: Bridge 0.6.2's own recipes collect every 100 iterations (recipes/common.py L68-70)
+MANUAL_GC_INTERVAL = 100
 
 # Perf harness: argument_parser.py -g choices have no h200 (docs/megatron-facts.md §4.4).
 PERF_HARNESS_GPU = "h100"
@@ -184,6 +188,9 @@ def run_overrides(run: RunSpec, mcore: str | None = None) -> dict[str, Any]:
     out = bridge_settings(run)
     out["train.train_iters"] = run.total_iterations
     out["logger.log_interval"] = 1
+    if run.quiet.get("manual_gc"):  # spec quiet.manual_gc, as Bridge's own recipes (recipes/common.py L68-70)
+        out.setdefault("train.manual_gc", True)
+        out.setdefault("train.manual_gc_interval", MANUAL_GC_INTERVAL)
     out["model.cuda_graph_warmup_steps"] = run.warmup
     if run.has_full_iteration_variant:
         # Fairness: the full-iteration arm must run without NaN checks (Bridge config.py L1364-1369; grad check:
@@ -204,6 +211,8 @@ def run_overrides(run: RunSpec, mcore: str | None = None) -> dict[str, Any]:
 def run_env(run: RunSpec) -> dict[str, str]:
     """The job environment: defaults, then workload.env (the same for every arm)."""
     env = dict(DEFAULT_ENV)
+    if run.quiet.get("pin_cpus"):
+        env[PIN_CPUS_ENV] = "1"  # graphsweep/entry/affinity.py: the entry pins its threads
     for key, value in (run.workload.get("env") or {}).items():
         env[str(key)] = _env_str(value)
     return env

@@ -1,0 +1,128 @@
+# The controller's lifecycle: its checks before any job runs, its hold on the sweep while it runs, and its last lines
+# (the verdict counts and the report; or the command that carries on). graphsweep/run/controller.py words them.
+import atexit
+import time
+from pathlib import Path
+
+from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
+
+from graphsweep.fileio import UnusableFile
+from graphsweep.plan.decide import check_looks
+from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
+from graphsweep.run.controller import (
+    done_when_interrupted,
+    end_of_sweep,
+    hold,
+    holder,
+    how_to_resume,
+    release,
+    written_since,
+)
+from graphsweep.smk import refuse, unwritable
+from graphsweep.store.readback import check_sweep
+
+
+def check_this_controller():
+    """The controller's own checks before anything runs (not repeated in a `run:` job's subprocess)."""
+    if problem := unwritable(PATHS.root):
+        refuse(
+            f"graphsweep: invalid workflow setting: results '{RESULTS}': {problem} "
+            "(give a folder you can write: --config results=DIR)"
+        )
+    try:
+        # results/{sweep} of another spec that happens to have this sweep name is never taken over (plan/owner.py);
+        # an unreadable owner.json or controller.json refuses too: a guard fails closed
+        check_owner(PATHS, SPEC)
+        other_controller = holder(PATHS)
+        # every file the jobs will read back: a damaged one stops the sweep here, before a job could fail on it
+        check_sweep(PATHS, SUBMITTED, PAIRS)
+        check_looks(PATHS)
+    except (SweepOwnedError, UnusableFile) as error:
+        refuse(f"graphsweep: {error}")
+    if other_controller:
+        # another live snakemake runs this sweep: one line, not Snakemake's IncompleteFilesException and its
+        # --rerun-incomplete advice (graphsweep/run/controller.py)
+        refuse(f"graphsweep: {other_controller}")
+
+
+STARTED = (
+    []
+)  # onstart ran: Snakemake found jobs to run (it skips every hook when there is nothing to do)
+
+
+def start_sweep():
+    """onstart: this spec owns results/{sweep} and this controller holds the sweep until it stops."""
+    STARTED.append(time.time())
+    claim(PATHS, SPEC)
+    hold(PATHS)
+
+
+def final_outputs_now():
+    """The sweep's final outputs as the looks on disk say (None while the loop has a look to take)."""
+    try:
+        return [Path(p).resolve() for p in get_final_outputs()]
+    except (IncompleteCheckpointException, WorkflowError, UnusableFile, FileNotFoundError):
+        return None
+
+
+def say_if_complete(paths):
+    """At exit, after Snakemake's "Nothing to be done": the sweep is complete, with its verdicts and its report.
+
+    Absolute paths: Snakemake is back in the folder it was started from by then (--directory).
+    """
+    dag = workflow.dag
+    if STARTED or dag is None or len(dag):
+        return
+    outputs = final_outputs_now()
+    if outputs and all(p.exists() for p in outputs):
+        print(end_of_sweep(paths, already=True), file=sys.stderr, flush=True)
+
+
+def finish_sweep():
+    """onsuccess: the verdict counts and the path of report.html, as the last lines of the run."""
+    release(PATHS)
+    print(end_of_sweep(PATHS), file=sys.stderr, flush=True)
+
+
+def unrecorded_jobs():
+    """The rules of the jobs Snakemake did not record as finished, when every one of them wrote all its outputs in
+    this invocation (Ctrl-C as the last jobs ended: Snakemake waits for them, then stops); None otherwise.
+    """
+    # `all` writes nothing: it is done once its inputs are
+    left = [job for job in workflow.dag.needrun_jobs() if job.output]
+    if STARTED and all(written_since(job.output, STARTED[0]) for job in left):
+        return [job.rule.name for job in left]
+    return None
+
+
+def stop_sweep():
+    """onerror (a failed job, or Ctrl-C): the damaged file a job met, if any, and the exact command that carries on;
+    or, when every job had finished after all, what the sweep found."""
+    release(PATHS)
+    unrecorded = unrecorded_jobs()
+    print(
+        (
+            how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS)
+            if unrecorded is None
+            else done_when_interrupted(PATHS, unrecorded)
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+if workflow.is_main_process:
+    check_this_controller()
+    atexit.register(say_if_complete, SweepPaths(Path(RESULTS).resolve(), SWEEP))
+
+
+onstart:
+    start_sweep()
+
+
+onsuccess:
+    finish_sweep()
+
+
+onerror:
+    stop_sweep()
