@@ -83,6 +83,16 @@ def get_run_record(wildcards):
     return get_planned(wildcards).config()
 
 
+def get_results(wildcards):
+    """The workflow's results folder (the plan job plans for it, as the controller did)."""
+    return config["results"]
+
+
+def get_cluster(wildcards):
+    """The executor the workflow uses (`--config cluster=`, the Slurm profile's), else the spec's."""
+    return config.get("cluster")
+
+
 def get_plan_digest(wildcards):
     """What the plan job writes, in one string (a changed command, a newly blocked run, a new estimate)."""
     return SWEEP_PLAN.digest()
@@ -120,7 +130,8 @@ def looked_runs(record):
 
 def final_look():
     """The look the decision loop ended at: looks are taken one after another (Snakemake checkpoints) until one says
-    the loop is over; before then, asking raises Snakemake's IncompleteCheckpointException, which schedules it."""
+    the loop is over; before then, asking raises Snakemake's IncompleteCheckpointException, which schedules it.
+    """
     k = 1
     while True:
         record = read_look(look_output(k))

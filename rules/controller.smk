@@ -61,7 +61,12 @@ def final_outputs_now():
     """The sweep's final outputs as the looks on disk say (None while the loop has a look to take)."""
     try:
         return [Path(p).resolve() for p in get_final_outputs()]
-    except (IncompleteCheckpointException, WorkflowError, UnusableFile, FileNotFoundError):
+    except (
+        IncompleteCheckpointException,
+        WorkflowError,
+        UnusableFile,
+        FileNotFoundError,
+    ):
         return None
 
 

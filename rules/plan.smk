@@ -14,7 +14,7 @@ rule plan:
     localrule: True
     params:
         digest=get_plan_digest,
-        results=config["results"],
-        cluster=config.get("cluster"),
+        results=get_results,
+        cluster=get_cluster,
     script:
         "../scripts/plan.py"

@@ -54,8 +54,9 @@ def run_spec(dest: Path, name: str, spec: dict) -> Path:
     return workdir
 
 
-# One tiny builtin shape, a CPU-blocked graph variant and an A/A cell: the adaptive-repeats sweep
-# (tests/plan/test_more_repeats.py), also run as pair jobs (tests/workflow/test_pairing_workflow.py).
+# One tiny builtin shape, a CPU-blocked graph variant and an A/A cell, its decision loop's budget its first look (so
+# nothing is added on this CPU machine): tests/plan/test_one_plan.py, also run as pair jobs
+# (tests/workflow/test_pairing_workflow.py).
 ADAPTIVE_SPEC = {
     "sweep": "adaptive",
     "workload": {"kind": "builtin"},
@@ -67,7 +68,7 @@ ADAPTIVE_SPEC = {
     "warmup": 1,
     "iterations": 8,
     "margin": 0.000001,  # so small that no interval fits inside: the A/A cell cannot be neutral
-    "adaptive_repeats": True,  # more-repeats is allowed: each look at alpha 0.025
+    "decide": {"max_repeats": 2},
     "executor": {"cluster": "local", "timeout_min": 5},
 }
 

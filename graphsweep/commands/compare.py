@@ -97,7 +97,7 @@ def _problem(args: argparse.Namespace) -> str | None:
 def _names(args: argparse.Namespace) -> list[str]:
     if args.names:
         return [n.strip() for n in args.names.split(",")]
-    return ["graph"] if len(args.graph) == 1 else [f"graph {i}" for i in range(1, len(args.graph) + 1)]
+    return [GRAPH] if len(args.graph) == 1 else [f"{GRAPH} {i}" for i in range(1, len(args.graph) + 1)]
 
 
 def _window_problem(args: argparse.Namespace, runs: pd.DataFrame) -> str | None:

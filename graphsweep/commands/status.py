@@ -26,6 +26,7 @@ from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import prose
 from graphsweep.judge.centre import centre_ms
 from graphsweep.parse.progress import latest_iteration
+from graphsweep.plan.decide import read_look
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.process import process_alive
 from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, sacct
@@ -79,11 +80,23 @@ def _sweep_name(arg: str | None) -> tuple[str, Any]:
 
 def _plan(paths: SweepPaths, spec: Any) -> pd.DataFrame:
     if paths.plan.exists():
-        return read_table(paths.plan, "plan")
+        return asked(paths, read_table(paths.plan, "plan"))
     if spec is not None:
-        return plan_frame(plan_sweep(spec))
+        return asked(paths, plan_frame(plan_sweep(spec)))
     runs = sorted(p.name for p in paths.run_dirs.glob("*") if p.is_dir())
     return pd.DataFrame({"run_id": runs, "cell_id": runs, "arm": "", "variant": "", "status": "submit"})
+
+
+def asked(paths: SweepPaths, plan: pd.DataFrame) -> pd.DataFrame:
+    """The runs the sweep has asked for so far: its first look's, those its decision loop's looks asked for
+    (looks/look-*.json), and any that has a run folder; the rest of the loop's budget is not a run yet."""
+    if "look" not in plan.columns:
+        return plan
+    wanted = set(plan.run_id[plan["look"] <= 1])
+    for path in (paths.root / SweepPaths.LOOKS).glob("look-*.json"):
+        wanted |= set(read_look(path).next_runs)
+    wanted |= {p.name for p in paths.run_dirs.glob("*") if p.is_dir()}
+    return plan[plan.run_id.isin(wanted)]
 
 
 def _verdicts(paths: SweepPaths) -> dict[str, str]:

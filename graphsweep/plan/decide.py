@@ -36,7 +36,7 @@ GOES_ON = ""
 ALL_DECIDED = "decided"  # no cell is live: each is decided, dropped or cannot be timed
 OUT_OF_REPEATS = "max_repeats"  # the next look would need more jobs per arm than decide.max_repeats
 OUT_OF_GPU_HOURS = "gpu_hours"  # the next round would take the sweep beyond decide.gpu_hours
-NOTHING_TO_RUN = "blocked"  # the live cells' next runs cannot run here (blocked at plan time: no CUDA device, a rule)
+NOTHING_TO_RUN = "stuck"  # the live cells' next runs cannot run here (blocked at plan time: no CUDA device, a rule)
 ENDS = (GOES_ON, ALL_DECIDED, OUT_OF_REPEATS, OUT_OF_GPU_HOURS, NOTHING_TO_RUN)
 
 

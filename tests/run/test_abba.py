@@ -138,6 +138,7 @@ def _spec(**extra):
         # planned as for a cluster with GPUs: the test drives the pair jobs itself (on this CPU machine a local
         # executor would block the graph arms at plan time)
         "executor": {"cluster": "slurm"},
+        "decide": {"enabled": False},  # one look: the ids of the repeats the spec asks for, not the loop's budget
         **extra,
     }
     return validate_spec(raw, "test.yaml")

@@ -18,7 +18,8 @@ from graphsweep import provenance
 from graphsweep.store.aggregate import aggregate
 from graphsweep.store.tables import write_table
 from graphsweep.judge.compare import compare
-from graphsweep.plan.planner import plan_sweep, write_plan, write_run_config
+from graphsweep.plan.planner import plan_sweep, write_plan
+from graphsweep.store.runfiles import write_run_config
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
@@ -122,7 +123,7 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
     spec_path.write_text(yaml.safe_dump({
         "sweep": "prov", "workload": {"kind": "megatron_bridge", "recipe": "vanilla_gpt_pretrain_config"},
         "axes": {"model.seq_length": [1024, 2048]}, "variants": [{"name": "graph", "impl": "full_iteration"}],
-        "repeats": 2, "warmup": 3, "iterations": 26, "preflight": "none",
+        "repeats": 2, "warmup": 3, "iterations": 26, "preflight": "none", "decide": {"enabled": False},
     }))  # fmt: skip
     spec = load_spec(spec_path)
     out = tmp_path / "results" / "prov"
@@ -134,7 +135,7 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
         image = "nemo:25.11" if run.arm == "graph" and run.shape["model.seq_length"] == 2048 else "nemo:25.09"
         log = PROBE / f"medium-{run.arm}-{run.repeat}.log"
         d = RunDir(out / "runs" / run.run_id)
-        write_run_config(p, d)
+        write_run_config(d, p.config())
         facts = job_main(["cat", str(log)], {"GRAPHSWEEP_CONTAINER_IMAGE": image}, str(d.log))
         d.run_json.write_text(json.dumps({"run_id": run.run_id, "executor": "local", "state": "COMPLETED",
                                           "attempt": 1, **facts}))  # fmt: skip

@@ -37,7 +37,8 @@ def golden_text(spec_path: Path) -> str:
     spec = load_spec(spec_path)
     lines = [f"# {spec.name}: one run per line, run_id then the exact command ({{REPO}} = repository root)"]
     for run in spec.runs():
-        lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(SOURCE_ROOT), '{REPO}')}")
+        if run.repeat <= spec.repeats:  # the first look's runs (the loop's later repeats differ in the repeat only)
+            lines.append(f"{run.run_id}\n  {launch_plan(run).shell().replace(str(SOURCE_ROOT), '{REPO}')}")
     return "\n".join(lines) + "\n"
 
 

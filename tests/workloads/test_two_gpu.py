@@ -56,7 +56,8 @@ def test_two_shapes_three_variants_and_nothing_blocked():
     shapes = {(r.settings["model.tensor_model_parallel_size"], r.settings["model.sequence_parallel"]) for r in runs}
     assert shapes == {(1, False), (2, True)}
     assert {r.variant.name for r in runs} == {"eager", "attn", "attn+mlp", "full_iteration"}
-    assert len(runs) == 2 * 4 * 2 and all(r.gpus == 2 for r in runs)
+    first = [r for r in runs if r.repeat <= 2]  # the first look (the loop plans every cell to its budget)
+    assert len(first) == 2 * 4 * 2 and all(r.gpus == 2 for r in runs)
     assert [v for r in runs for v in preflight(r)] == []
 
 
@@ -82,7 +83,8 @@ def test_every_process_keeps_nvlink_multicast_off():
 
 def _slurm_runs():
     raw = load_spec(SPEC).raw
-    return validate_spec({**raw, "executor": {**raw["executor"], "cluster": "slurm"}}, "slurm").runs()
+    spec = validate_spec({**raw, "executor": {**raw["executor"], "cluster": "slurm"}}, "slurm")
+    return [r for r in spec.runs() if r.repeat <= spec.repeats]  # the first look's runs
 
 
 def test_slurm_form_is_one_srun_task_per_gpu():
