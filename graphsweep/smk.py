@@ -117,4 +117,21 @@ def unsafe_setting(config: Any) -> str | None:
         return f"key '{key}' = {text!r}: {textsafe.one_line_problem(what)}"
     if bad := textsafe.not_finite(config):
         return f"key '{bad[0]}' = {bad[1]}: {textsafe.NOT_FINITE}"
+    return slurm_profile_problem(config)
+
+
+def slurm_profile_problem(config: Any) -> str | None:
+    """An extra sbatch line of the profile (`slurm.sbatch`, `slurm.slurm_additional_parameters`, or a submitit
+    `slurm_*` parameter) that would set what graphsweep sets for every run: the job's size, time limit, files or
+    submitit's own options (textsafe.PLAN_SBATCH_OPTIONS). One line naming the key, or None."""
+    slurm = config.get("slurm") if isinstance(config, dict) else None
+    if not isinstance(slurm, dict):
+        return None
+    given = [(f"slurm.{block}.{key}", key, value) for block in ("sbatch", "slurm_additional_parameters")
+             if isinstance(slurm.get(block), dict) for key, value in slurm[block].items()]
+    given += [(f"slurm.{key}", key.removeprefix("slurm_"), value) for key, value in slurm.items()
+              if isinstance(key, str) and key.startswith("slurm_") and key != "slurm_additional_parameters"]
+    for where, option, value in given:
+        if problem := textsafe.sbatch_option_problem(str(option), spec=False):
+            return f"key '{where}' = {value!r}: {problem}"
     return None

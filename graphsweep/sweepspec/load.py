@@ -223,9 +223,53 @@ def _check_text_and_numbers(raw: Mapping[str, Any], path: str | Path) -> None:
         raise SpecError(path, bad[0], bad[1], textsafe.NOT_FINITE)
 
 
+# Slurm settings that are shell code of the batch script (submitit writes `setup` and `teardown` lines as they are and
+# `python` unquoted, so that it may be a wrapper such as `singularity exec img python`): the profile's, never a spec's
+SHELL_SETTINGS = ("setup", "python", "slurm_setup", "slurm_teardown", "slurm_python")
+# What each run's launch plan and executor.timeout_min decide (run/sbatch.py derives them per run)
+PLAN_SETTINGS = ("nodes", "gpus_per_node", "tasks_per_node", "timeout_min", "time", "slurm_time", "gres")
+
+
+def _spec_slurm_problem(key: str) -> str | None:
+    """Why a spec's executor.slurm may not give this setting (None: it may, or the schema names it unknown)."""
+    if key in SHELL_SETTINGS:
+        return ("is shell code that the batch script runs as it is: a sweep spec does not carry shell code; give it "
+                "in the Slurm profile (profiles/slurm/cluster.yaml `slurm:`)")
+    if key in PLAN_SETTINGS:
+        return ("is the job's size or time: nodes and GPUs come from each run's launch plan (gpus, "
+                "executor.gpus_per_node) and the time limit from executor.timeout_min x attempt; remove it")
+    spec_keys = _parsed(resources.SWEEP_SCHEMA)["properties"]["executor"]["properties"]["slurm"]["properties"]
+    profile_keys = _parsed(resources.CONFIG_SCHEMA)["properties"]["slurm"]["properties"]
+    if key not in spec_keys and (key in profile_keys or key.startswith("slurm_")):
+        return ("is the Slurm profile's setting (profiles/slurm/cluster.yaml `slurm:`): how the cluster is reached "
+                f"and waited for, the same for every sweep; a spec may set {', '.join(spec_keys)}")
+    return None
+
+
+def _check_spec_slurm(raw: Mapping[str, Any], path: str | Path) -> None:
+    """A spec says where its Slurm jobs run, never what they are: its executor.slurm keys and its extra sbatch lines
+    are those a spec may set (the job's size, time, files and shell lines are the plan's and the profile's). Keys of
+    the wrong shape are left to the schema, which names them."""
+    executor = raw.get("executor")
+    slurm = executor.get("slurm") if isinstance(executor, dict) else None
+    if not isinstance(slurm, dict):
+        return
+    for key, value in slurm.items():
+        if problem := _spec_slurm_problem(str(key)):
+            raise SpecError(path, f"executor.slurm.{key}", value, problem)
+    for block in ("sbatch", "slurm_additional_parameters"):
+        lines = slurm.get(block)
+        for key, value in lines.items() if isinstance(lines, dict) else ():
+            if not textsafe.SBATCH_OPTION.fullmatch(str(key)):
+                continue
+            if problem := textsafe.sbatch_option_problem(str(key), spec=True):
+                raise SpecError(path, f"executor.slurm.{block}.{key}", value, problem)
+
+
 def validate_spec(raw: dict[str, Any], path: str | Path = "<spec>") -> Spec:
     schema = _load_schema()
     _check_text_and_numbers(raw, path)
+    _check_spec_slurm(raw, path)
     errors = sorted(_validator().iter_errors(raw), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
@@ -288,18 +332,8 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
-# Slurm settings that are shell code of the batch script (submitit writes `setup` and `teardown` lines as they are and
-# `python` unquoted, so that it may be a wrapper such as `singularity exec img python`): the profile's, never a spec's
-SHELL_SETTINGS = ("setup", "python", "slurm_setup", "slurm_teardown")
-
-
 def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
     axes, fixed = raw["axes"], raw.get("fixed", {})
-    for key in SHELL_SETTINGS:
-        if key in (raw["executor"].get("slurm") or {}):
-            raise SpecError(path, f"executor.slurm.{key}", raw["executor"]["slurm"][key], "is shell code that the "
-                            "batch script runs as it is: a sweep spec does not carry shell code; give it in the Slurm "
-                            "profile (profiles/slurm/cluster.yaml `slurm:`)")
     for key in axes:
         if key in fixed:
             raise SpecError(path, f"fixed.{key}", fixed[key], f"'{key}' is also an axis; give it in one place only")

@@ -22,10 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from graphsweep import resources
+from graphsweep import resources, textsafe
 from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
-from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
+from graphsweep.constraints.hydra import OverrideError, format_override, is_config_path, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.constraints.graph import GRAPH_FIELDS
 from graphsweep.workloads.base import RunCost
@@ -136,13 +136,33 @@ def owned_key_problem(key: str) -> str | None:
     return None
 
 
+def key_problem(key: str) -> str | None:
+    """Why a spec key cannot be one setting of the training command (None: it can): a Bridge config path
+    (`train.micro_batch_size`), `env.NAME` (the job's environment) or one of graphsweep's SPECIAL_KEYS."""
+    if key in SPECIAL_KEYS:
+        return None
+    if key.startswith("env."):
+        return None if textsafe.ENV_NAME.fullmatch(key[4:]) else \
+            "not an environment variable name after 'env.': letters, digits and '_', not starting with a digit"
+    if not is_config_path(key):
+        return ("not a Megatron Bridge config path such as train.micro_batch_size (names of letters, digits and '_' "
+                "joined by '.'): it becomes one KEY=VALUE word of the training command, and anything else there is "
+                "read as an option of the entry, not a setting")
+    return None
+
+
 def validate(raw: Mapping[str, Any], path: str | Path) -> None:
     """No spec section may set the keys graphsweep owns (SpecError names the section and key)."""
     sections = [("workload.overrides", raw["workload"].get("overrides") or {}), ("axes", raw["axes"]),
                 ("fixed", raw.get("fixed", {}))]
     sections += [(f"include.{i}", item) for i, item in enumerate(raw.get("include", []))]
+    sections += [(f"variants.{i}.overrides", v.get("overrides") or {}) for i, v in enumerate(raw["variants"])]
     for section, mapping in sections:
         for key, value in mapping.items():
+            if problem := key_problem(key):
+                raise SpecError(path, f"{section}.{key}", value, problem)
+            if section.startswith("variants."):
+                continue  # a graph arm's own extras: graph settings by design
             if problem := owned_key_problem(key):
                 raise SpecError(path, f"{section}.{key}", value, f"'{key}' is {problem}")
             if problem := graph_field_problem(key):

@@ -172,7 +172,10 @@ def test_the_schema_and_the_last_look_agree_on_names():
     env = sweep["properties"]["workload"]["properties"]["env"]["propertyNames"]["pattern"]
     sbatch = config["properties"]["slurm"]["properties"]["sbatch"]["propertyNames"]["pattern"]
     assert env == f"^{textsafe.ENV_NAME.pattern}$" and sbatch == f"^{textsafe.SBATCH_OPTION.pattern}$"
-    assert sweep["properties"]["executor"]["properties"]["slurm"]["$ref"] == "config.schema.yaml#/properties/slurm"
+    spec_slurm = sweep["properties"]["executor"]["properties"]["slurm"]["properties"]
+    for key, sub in spec_slurm.items():  # a spec's Slurm settings are the profile's, with the profile's checks
+        assert sub == {"$ref": f"config.schema.yaml#/properties/slurm/properties/{key}"}, key
+        assert key in config["properties"]["slurm"]["properties"]
 
 
 # --------------------------------------------------------------------------------------------------
