@@ -86,6 +86,35 @@ def run_dirs(**files: Sequence[Any]) -> list[RunDir]:
     return [run_dir(*group) for group in zip(*lists)]
 
 
+def time_limit_problem(overwrite: Any, attempts: int, wildcards: Sequence[Any], most_min: int,
+                       rule: str = "run", resource: str = "timeout_min") -> str | None:
+    """A profile's `set-resources: {run: {timeout_min: ...}}` (or `--set-resources run:timeout_min=...`) that is no
+    time limit: evaluated as Snakemake evaluates it for a job (a whole number, a Python expression of `attempt`, ...),
+    for every attempt (and every run's wildcards, when it reads them), it must be a whole number of minutes from 1 to
+    `most_min` x attempt. Checked before any job: a run would otherwise fail at submission with a ValueError. One
+    line naming the setting and its value, or None."""
+    given = overwrite.get(rule) if hasattr(overwrite, "get") else None
+    setting = given.get(resource) if hasattr(given, "get") else None
+    if setting is None:
+        return None
+    raw = getattr(setting, "raw", setting)
+    where = f"set-resources {rule}.{resource} = {raw!r}"
+    runs = wildcards if "wildcards" in str(raw) else wildcards[:1]
+    for attempt in range(1, attempts + 1):
+        for wc in runs:
+            try:
+                value = setting.evaluate(wildcards=wc, input=[], attempt=attempt, rulename=rule, threads=1,
+                                         async_run=None).value if hasattr(setting, "evaluate") else setting
+            except Exception as exc:  # noqa: BLE001 - whatever the expression raises, it is no time limit
+                cause = exc.__cause__ or exc.__context__ or exc  # what the expression raised, inside WorkflowError
+                return f"{where}: cannot be evaluated for attempt {attempt} ({type(cause).__name__}: {cause})"
+            limit = most_min * attempt
+            if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= limit):
+                return (f"{where} gives {value!r} for attempt {attempt}: the run's time limit is a whole number of "
+                        f"minutes from 1 to {limit:,} (attempt x {most_min:,}), e.g. \"60 * attempt\"")
+    return None
+
+
 def config_problem(error: BaseException) -> str:
     """One line for Snakemake's config-validation error (a WorkflowError around jsonschema's ValidationError)."""
     # Snakemake raises it inside `except ValidationError`: the schema's error is the context

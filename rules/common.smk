@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.iocontainers import Wildcards
 from snakemake.settings.enums import RerunTrigger
 from snakemake.utils import validate
 
@@ -29,9 +30,11 @@ from graphsweep.store.readback import check_sweep
 from graphsweep.smk import (
     config_problem,
     refuse,
+    time_limit_problem,
     unsafe_setting,
     unwritable,
 )
+from graphsweep.sweepspec.load import schema_property
 from graphsweep.layout import SweepPaths
 from graphsweep.fileio import UnusableFile
 from graphsweep.records import SpecError
@@ -205,8 +208,28 @@ def get_extra_repeats_file(wildcards):
     return [str(PATHS.extra_repeats)] if PATHS.extra_repeats.exists() else []
 
 
+def check_time_limit():
+    """A profile's `set-resources` time limit of the run rule is one for every attempt (smk.time_limit_problem)."""
+    wildcards = [
+        Wildcards(fromdict={"results": RESULTS, "sweep": SWEEP, "run_id": r})
+        for r in SUBMITTED
+    ]
+    problem = time_limit_problem(
+        workflow.resource_settings.overwrite_resources,
+        attempts=getattr(workflow.execution_settings, "retries", 0)
+        + 1,  # None in a dry run
+        wildcards=wildcards or [Wildcards()],
+        most_min=schema_property("executor.timeout_min")["maximum"],
+    )
+    if problem:
+        refuse(
+            f"graphsweep: invalid workflow setting (the Snakemake profile or --set-resources): {problem}"
+        )
+
+
 def check_this_controller():
     """The controller's own checks before anything runs (not repeated in a `run:` job's subprocess)."""
+    check_time_limit()
     if problem := unwritable(PATHS.root):
         refuse(
             f"graphsweep: invalid workflow setting: results '{RESULTS}': {problem} "

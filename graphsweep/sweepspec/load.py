@@ -10,6 +10,7 @@ import functools
 import itertools
 import json
 import re
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -57,6 +58,14 @@ def schema_default(key: str) -> Any:
     return _load_schema()["properties"][key]["default"]
 
 
+def schema_property(dotted: str) -> dict[str, Any]:
+    """The sweep schema of one setting, by its dotted key (`executor.timeout_min`): its type, bounds and default."""
+    node: Mapping[str, Any] = _parsed(resources.SWEEP_SCHEMA)
+    for key in dotted.split("."):
+        node = node["properties"][key]
+    return copy.deepcopy(dict(node))
+
+
 def _key_path(error: jsonschema.ValidationError) -> str:
     parts = [str(p) for p in error.absolute_path]
     if error.validator == "additionalProperties":
@@ -91,9 +100,26 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"must be one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "type":
         return f"wrong type: expected {error.validator_value}"
+    if error.validator in _BOUNDS:
+        return f"out of range: {_range(error.schema)}"
     if error.validator == "required":
         return "required key is missing"
     return error.message
+
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _range(schema: Mapping[str, Any]) -> str:
+    """A schema's bounds as a user reads them: 'give a number from 1 to 100,000', 'give a number above 0'."""
+    kind = "a whole number" if schema.get("type") == "integer" else "a number"
+    low = (f"from {schema['minimum']:,}" if "minimum" in schema else
+           f"above {schema['exclusiveMinimum']:,}" if "exclusiveMinimum" in schema else "")
+    high = (f"to {schema['maximum']:,}" if "maximum" in schema else
+            f"below {schema['exclusiveMaximum']:,}" if "exclusiveMaximum" in schema else "")
+    if low.startswith("above") and high:
+        high = f"and at most {schema['maximum']:,}" if "maximum" in schema else f"and {high}"
+    return f"give {kind} {' '.join(p for p in (low, high) if p)}"
 
 
 def _apply_defaults(raw: dict[str, Any], schema: Mapping[str, Any]) -> None:
@@ -179,13 +205,31 @@ def _find_cycle(value: Any, key: str = "", parents: tuple[int, ...] = ()) -> str
     return None
 
 
+MAX_SPEC_BYTES = 16 << 20  # the largest committed spec is a few KB; a spec of 10,000-value axes is ~100 KB
+
+
+def _read_spec_file(path: Path) -> bytes:
+    """The spec's bytes: a regular file of at most MAX_SPEC_BYTES, looked at before it is read (/dev/zero or a named
+    pipe would never end, /dev/stdin would wait for a terminal)."""
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            what = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
+            raise SpecError(path, "(file)", str(path), f"is {what}, not a regular file: a sweep spec is a YAML file")
+        with open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(path, "(file)", str(path), f"cannot read the spec: {exc.strerror}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(path, "(file)", str(path), f"is more than {MAX_SPEC_BYTES:,} bytes: not a sweep spec "
+                        "(a spec of 10,000-value axes is about 100 KB)")
+    return data
+
+
 def load_spec(path: str | Path) -> Spec:
     """Read, validate and complete a sweep spec; raise SpecError naming file, key and value."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(path, "(file)", str(path), f"cannot read the spec: {exc.strerror}") from None
+    data = _read_spec_file(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
