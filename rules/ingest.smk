@@ -25,5 +25,6 @@ if is_ingest():
         params:
             facts=INGEST.facts_of,
             seed=INGEST.seed,
+            root=str(INGEST.root),  # source.logs: no log is read from outside it
         script:
             "../scripts/ingest_run.py"
