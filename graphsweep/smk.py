@@ -31,7 +31,7 @@ def logging_to(path: str | Path) -> Iterator[None]:
 
 def refuse(line: str) -> None:
     """Stop the workflow while the Snakefile is read: one line on stderr, exit status 2, nothing run or written."""
-    print(" ".join(line.split()), file=sys.stderr, flush=True)
+    print(textsafe.for_terminal(" ".join(line.split())), file=sys.stderr, flush=True)
     raise SystemExit(2)
 
 
@@ -61,7 +61,7 @@ def one_line_errors() -> Iterator[None]:
     try:
         yield
     except (UnusableFile, SpecError) as exc:
-        line = f"graphsweep: {' '.join(str(exc).split())}"
+        line = textsafe.for_terminal(f"graphsweep: {' '.join(str(exc).split())}")
         print(line, flush=True)
         if sys.__stderr__ is not None and sys.__stderr__ is not sys.stdout:
             print(line, file=sys.__stderr__, flush=True)
