@@ -16,7 +16,7 @@ import threading
 import pytest
 import yaml
 
-from graphsweep import cli, smk, textsafe
+from graphsweep import smk, textsafe
 from graphsweep.records import LaunchPlan, SpecError
 from graphsweep.run.sbatch import merged_slurm, slurm_parameters
 from graphsweep.sweepspec.load import load_spec
