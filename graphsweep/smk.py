@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import hashlib
 import os
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any, Iterator, Sequence
 
 from graphsweep import textsafe
 from graphsweep.layout import RunDir
-from graphsweep.fileio import UnusableFile
+from graphsweep.fileio import NO_ROOM, NoRoom, UnusableFile
 from graphsweep.records import SpecError
 
 
@@ -20,13 +22,18 @@ from graphsweep.records import SpecError
 def logging_to(path: str | Path) -> Iterator[None]:
     """Send this script's stdout and stderr to the rule's log file (the snakemake-workflows idiom)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as log:
-        old_out, old_err = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = log
+    log = open(path, "a")
+    old_out, old_err = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = log
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = old_out, old_err
         try:
-            yield
-        finally:
-            sys.stdout, sys.stderr = old_out, old_err
+            log.close()
+        except OSError as exc:  # a full disk: the log's last lines are lost (one_line_errors put them on the terminal)
+            if exc.errno not in NO_ROOM:
+                raise
 
 
 def refuse(line: str) -> None:
@@ -55,17 +62,76 @@ def unwritable(folder: Path) -> str | None:
 
 @contextlib.contextmanager
 def one_line_errors() -> Iterator[None]:
-    """A damaged input (UnusableFile) or a bad spec fails the rule with one line, in its log and on the terminal, and
-    exit status 2: no traceback. The rule's outputs are `update()`-flagged, so Snakemake restores their last good
-    version (rules/*.smk); the controller's last line says how to go on (run/controller.py how_to_resume)."""
+    """A damaged input (UnusableFile), a bad spec or a full disk (NoRoom) fails the rule with one line, on the
+    terminal and in its log, and exit status 2: no traceback. The rule's outputs are `update()`-flagged, so
+    Snakemake restores their last good version (rules/*.smk); the controller's last line says how to go on
+    (run/controller.py how_to_resume)."""
     try:
         yield
-    except (UnusableFile, SpecError) as exc:
+    except (UnusableFile, SpecError, NoRoom) as exc:
         line = textsafe.for_terminal(f"graphsweep: {' '.join(str(exc).split())}")
-        print(line, flush=True)
+        # the terminal first: on a full disk the rule's log (stdout here) may take no more lines
         if sys.__stderr__ is not None and sys.__stderr__ is not sys.stdout:
             print(line, file=sys.__stderr__, flush=True)
+        with contextlib.suppress(OSError):
+            print(line, flush=True)
         raise SystemExit(2) from None
+
+
+def room_problem(folder: str | Path, min_free_mb: int) -> str | None:
+    """Why a sweep cannot write its files in `folder` (or the nearest folder above it that exists): its filesystem
+    has less than `min_free_mb` MiB free (the workflow setting min_free_mb), or the file size limit (`ulimit -f`) is
+    below that. None: there is room, or min_free_mb is 0.
+
+    Snakemake copies every derived table before its job rewrites it (update()), every job writes logs and records:
+    a sweep started on a full disk stops inside Snakemake with a traceback, not at a line of graphsweep's."""
+    least = int(min_free_mb) << 20
+    if not least:
+        return None
+    existing = next((p for p in [Path(folder), *Path(folder).parents] if p.exists()), None)
+    if existing is None:
+        return None
+    try:
+        st = os.statvfs(existing)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free < least:
+        return (f"the filesystem of {existing} has {free / 2**20:.1f} MiB free, less than min_free_mb "
+                f"({min_free_mb} MiB): free space there, or give a results folder on another filesystem "
+                "(--config results=DIR)")
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and limit < least:
+        return (f"the file size limit (ulimit -f) is {limit:,} bytes, less than min_free_mb ({min_free_mb} MiB) "
+                "that a table or a log may take: raise it (ulimit -f unlimited)")
+    return None
+
+
+def file_versions(paths: Sequence[str | Path]) -> dict[str, tuple[int, str]]:
+    """path -> (mtime in ns, sha256) of each of these files that exists: what an update() output was before its job."""
+    out = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+            with open(path, "rb") as f:
+                out[str(path)] = (st.st_mtime_ns, hashlib.file_digest(f, "sha256").hexdigest())
+        except OSError:
+            continue
+    return out
+
+
+def date_restored(before: dict[str, tuple[int, str]]) -> list[str]:
+    """Give each file that holds what it held before (Snakemake restored the last good version of a failed job's
+    update() output: a copy, with a new mtime) its old mtime back, so that it stays older than the inputs the
+    failed job had, and the next run makes it again instead of taking it for up to date. The files dated back."""
+    dated = []
+    for path, (mtime_ns, digest) in before.items():
+        now = file_versions([path]).get(path)
+        if now is not None and now[0] != mtime_ns and now[1] == digest:
+            with contextlib.suppress(OSError):
+                os.utime(path, ns=(mtime_ns, mtime_ns))
+                dated.append(path)
+    return dated
 
 
 def run_dir(*files: Any) -> RunDir:

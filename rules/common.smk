@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.io import is_flagged
 from snakemake.iocontainers import Wildcards
 from snakemake.settings.enums import RerunTrigger
 from snakemake.utils import validate
@@ -29,7 +30,10 @@ from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.store.readback import check_sweep
 from graphsweep.smk import (
     config_problem,
+    date_restored,
+    file_versions,
     refuse,
+    room_problem,
     time_limit_problem,
     unsafe_setting,
     unwritable,
@@ -68,6 +72,8 @@ PLAN = SWEEP_PLAN.planned
 SWEEP = SPEC.name
 RESULTS = config["results"]
 PATHS = SWEEP_PLAN.paths  # this sweep's files
+# absolute: at exit Snakemake is back in the folder it was started from (--directory)
+RESULTS_DIR = PATHS.root.resolve()
 PATTERN = SweepPaths("{results}", "{sweep}")  # the same files as rule patterns
 PLANNED = {p.run.run_id: p for p in PLAN}
 PLAN_DIGEST = SWEEP_PLAN.digest()  # the plan rule's trigger
@@ -235,6 +241,11 @@ def check_this_controller():
             f"graphsweep: invalid workflow setting: results '{RESULTS}': {problem} "
             "(give a folder you can write: --config results=DIR)"
         )
+    if problem := room_problem(RESULTS_DIR, config["min_free_mb"]):
+        # before Snakemake writes its locks, copies a table for a job (update()) or a job writes: nothing changes
+        refuse(
+            f"graphsweep: results '{RESULTS}': {problem}; nothing was run or changed"
+        )
     try:
         # results/{sweep} of another spec that happens to have this sweep name is never taken over (plan/owner.py);
         # an unreadable owner.json or controller.json refuses too: a guard fails closed
@@ -258,8 +269,28 @@ STARTED = (
 def start_sweep():
     """onstart: this spec owns results/{sweep} and this controller holds the sweep until it stops."""
     STARTED.append(time.time())
+    KEPT_VERSIONS.update(file_versions(update_outputs()))
     claim(PATHS, SPEC)
     hold(PATHS)
+
+
+# onstart: the update() outputs this invocation's jobs rewrite, as they were (smk.file_versions)
+KEPT_VERSIONS = {}
+
+
+def update_outputs():
+    """The update() outputs of the jobs this invocation runs (their last good versions are what a failure keeps)."""
+    return [
+        str(f)
+        for job in workflow.dag.needrun_jobs()
+        for f in job.output
+        if is_flagged(f, "update")
+    ]
+
+
+def date_restored_outputs():
+    """After a failure: the outputs Snakemake restored get their old mtime back, so the next run remakes them."""
+    date_restored(KEPT_VERSIONS)
 
 
 def say_if_complete(paths, final_outputs):
@@ -276,6 +307,7 @@ def say_if_complete(paths, final_outputs):
 
 def finish_sweep():
     """onsuccess: the verdict counts and the path of report.html, as the last lines of the run."""
+    ENDED.append(time.time())
     release(PATHS)
     print(end_of_sweep(PATHS), file=sys.stderr, flush=True)
 
@@ -294,17 +326,32 @@ def unrecorded_jobs():
 def stop_sweep():
     """onerror (a failed job, or Ctrl-C): the damaged file a job met, if any, and the exact command that carries on;
     or, when every job had finished after all, what the sweep found."""
+    ENDED.append(time.time())
     release(PATHS)
+    date_restored_outputs()  # before unrecorded_jobs: a restored output is no output written by its job
     unrecorded = unrecorded_jobs()
+    # a disk that filled up while the sweep ran (what failed its jobs: their lines are above): said first
+    full = room_problem(RESULTS_DIR, max(config["min_free_mb"], 1))
     print(
         (
-            how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS)
+            how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS, problem=full)
             if unrecorded is None
             else done_when_interrupted(PATHS, unrecorded)
         ),
         file=sys.stderr,
         flush=True,
     )
+
+
+ENDED = []  # onsuccess or onerror ran
+
+
+def stop_without_hook():
+    """At exit: a controller that stopped inside Snakemake (a copy of an update() output that found no room, an
+    error of Snakemake's own) runs neither onsuccess nor onerror; it ends with the same last line as onerror.
+    """
+    if STARTED and not ENDED:
+        stop_sweep()
 
 
 def get_sweep_plan(wildcards):
@@ -314,6 +361,7 @@ def get_sweep_plan(wildcards):
 
 if workflow.is_main_process:
     check_this_controller()
+    atexit.register(stop_without_hook)
     atexit.register(
         say_if_complete,
         SweepPaths(Path(RESULTS).resolve(), SWEEP),
