@@ -25,7 +25,7 @@ from graphsweep.judge.compare import judge_runs
 from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.sweepspec.load import schema_default
-from graphsweep.vocab import EAGER, GRAPH
+from graphsweep.vocab import COMPLETED, EAGER, GRAPH
 
 NAME = "compare"
 SAME_SEED = -1  # --same-seed without a seed in any log: one placeholder seed for all of them
@@ -115,7 +115,7 @@ def reference_intake(ref: pd.DataFrame | None) -> tuple[pd.DataFrame | None, lis
         row = graphs.iloc[0]
         return None, [], (f"--reference {row.run_id}: not an eager run ({row.reason}); a loss reference is an eager "
                           "run of the same configuration (a sweep's A/A control run)")
-    done = ref.outcome == "completed"
+    done = ref.outcome == COMPLETED
     excluded = [{"log": r.run_id, "outcome": r.outcome, "reason": r.reason} for r in ref[~done].itertuples()]
     return (ref[done].reset_index(drop=True) if done.any() else None), excluded, None
 
