@@ -20,8 +20,11 @@ from graphsweep import smk, textsafe
 from graphsweep.records import LaunchPlan, SpecError
 from graphsweep.run.sbatch import merged_slurm, slurm_parameters
 from graphsweep.sweepspec.load import load_spec
-from tests.house.test_hostile_input import BASE, MEGATRON, _spec, one_line, run_cli
-from tests.support import ROOT
+from tests.support import ROOT, one_line, run_cli
+from tests.support import spec_with as _spec
+
+BASE = yaml.safe_load((ROOT / "configs" / "sweep.yaml").read_text())
+MEGATRON = yaml.safe_load((ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml").read_text())
 
 LOGS = ROOT / "tests" / "fixtures" / "logs" / "megatron-h200"
 SLURM = {"executor/cluster": "slurm"}
