@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import getpass
 import hashlib
+import itertools
 import os
 import resource
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from graphsweep import textsafe
 from graphsweep.layout import RunDir
@@ -152,7 +153,7 @@ def run_dirs(**files: Sequence[Any]) -> list[RunDir]:
     return [run_dir(*group) for group in zip(*lists)]
 
 
-def time_limit_problem(overwrite: Any, attempts: int, wildcards: Sequence[Any], most_min: int,
+def time_limit_problem(overwrite: Any, attempts: int, wildcards: Iterable[Any], most_min: int,
                        rule: str = "run", resource: str = "timeout_min") -> str | None:
     """A profile's `set-resources: {run: {timeout_min: ...}}` (or `--set-resources run:timeout_min=...`) that is no
     time limit: evaluated as Snakemake evaluates it for a job (a whole number, a Python expression of `attempt`, ...),
@@ -165,7 +166,8 @@ def time_limit_problem(overwrite: Any, attempts: int, wildcards: Sequence[Any], 
         return None
     raw = getattr(setting, "raw", setting)
     where = f"set-resources {rule}.{resource} = {raw!r}"
-    runs = wildcards if "wildcards" in str(raw) else wildcards[:1]
+    # every run's wildcards only for an expression that reads them (made lazily: 20,000 take most of a second)
+    runs = list(wildcards if "wildcards" in str(raw) else itertools.islice(wildcards, 1))
     for attempt in range(1, attempts + 1):
         for wc in runs:
             try:

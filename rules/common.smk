@@ -216,15 +216,15 @@ def get_extra_repeats_file(wildcards):
 
 def check_time_limit():
     """A profile's `set-resources` time limit of the run rule is one for every attempt (smk.time_limit_problem)."""
-    wildcards = [
-        Wildcards(fromdict={"results": RESULTS, "sweep": SWEEP, "run_id": r})
-        for r in SUBMITTED
-    ]
+    # execution_settings is None in a dry run
+    retries = getattr(workflow.execution_settings, "retries", 0)
     problem = time_limit_problem(
         workflow.resource_settings.overwrite_resources,
-        attempts=getattr(workflow.execution_settings, "retries", 0)
-        + 1,  # None in a dry run
-        wildcards=wildcards or [Wildcards()],
+        attempts=retries + 1,
+        wildcards=(
+            Wildcards(fromdict={"results": RESULTS, "sweep": SWEEP, "run_id": r})
+            for r in SUBMITTED or [""]
+        ),
         most_min=schema_property("executor.timeout_min")["maximum"],
     )
     if problem:
