@@ -224,8 +224,10 @@ class _Member:
 
 
 def _safe(name: str) -> bool:
+    """A member name that is one relative path, spelled one way: not absolute, no '..', no './' or '//' (two
+    spellings of one path would be two members for verify and one file for a tar tool)."""
     p = PurePosixPath(name)
-    return not p.is_absolute() and ".." not in p.parts
+    return not p.is_absolute() and ".." not in p.parts and str(p) == name.rstrip("/")
 
 
 def verify_archive(path: str | Path) -> Verification:
@@ -245,7 +247,7 @@ def verify_archive(path: str | Path) -> Verification:
         try:
             for m in tar:
                 if not _safe(m.name):
-                    v.problems.append(f"unsafe member name {m.name!r} (absolute or '..')")
+                    v.problems.append(f"unsafe member name {m.name!r} (absolute, '..', or not spelled as one path)")
                     continue
                 top, _, rel = m.name.rstrip("/").partition("/")
                 tops.add(top)  # a folder's top too: one top folder names the archive, and the catalog's partition

@@ -68,6 +68,19 @@ def test_a_second_member_named_like_a_listed_table_fails_in_either_order(archive
     assert rc == 2 and "in the archive twice" in err and _tree(tmp_path) == before
 
 
+@pytest.mark.parametrize("spelling", ["{top}/./comparison.parquet", "{top}//comparison.parquet"])
+def test_a_second_spelling_of_a_listed_path_fails(archive, tmp_path, spelling):
+    """A tar tool writes `top/./comparison.parquet` over `top/comparison.parquet`: for verify they were two members."""
+    members = _members(archive)
+    top = members[0][0].name.split("/")[0]
+    table, data = next(md for md in members if md[0].name == f"{top}/comparison.parquet")
+    other = tarfile.TarInfo(spelling.format(top=top))
+    other.size = len(data)
+    bad = _write(tmp_path / "spelled.tar.gz", members + [(other, data)])
+    v = verify_archive(bad)
+    assert not v.ok and any("unsafe member name" in p and "not spelled as one path" in p for p in v.problems)
+
+
 def test_a_listed_table_that_is_no_parquet_fails(archive, tmp_path, capsys):
     """The manifest's own hash and size for a run of zeros: verify reads its ends, the catalog would copy it."""
     zeros = bytes(8 << 20)
