@@ -54,7 +54,8 @@ def sbatch_option_problem(key: str, spec: bool) -> str | None:
     unambiguous start of its name (`--outp` is `--output`), so a spec gets exactly the names SPEC_SBATCH_OPTIONS
     spells and the profile none that begins a PLAN_SBATCH_OPTIONS name."""
     option = str(key).replace("_", "-")
-    owned = option if option in PLAN_SBATCH_OPTIONS else next((o for o in PLAN_SBATCH_OPTIONS if o.startswith(option)), None)
+    starts = [o for o in PLAN_SBATCH_OPTIONS if o.startswith(option)]
+    owned = option if option in PLAN_SBATCH_OPTIONS else next(iter(starts), None)
     if owned:
         named = "" if owned == option else f" (it begins --{owned}: sbatch takes the start of a name for the option)"
         return f"is an sbatch option graphsweep sets for every run{named}: {PLAN_SBATCH_OPTIONS[owned]}; remove it"

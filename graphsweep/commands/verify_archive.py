@@ -36,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
         if v.ok:
             pipe = man.get("pipeline") or {}
             sha = (pipe.get("git_sha") or "")[:10] + (" dirty" if pipe.get("git_dirty") else "")
+            logs = "in" if man.get("logs_included") else "left out"
             say(f"OK {path}: sweep {man.get('sweep')}, {v.checked} files verified, created {man.get('created_utc')}, "
-                f"graphsweep {pipe.get('version')} {sha}".rstrip() + f", logs {'in' if man.get('logs_included') else 'left out'}")
+                f"graphsweep {pipe.get('version')} {sha}".rstrip() + f", logs {logs}")
         else:
             say(f"FAILED {path}:")
             for problem in v.problems:

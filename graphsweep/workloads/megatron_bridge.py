@@ -122,7 +122,8 @@ def multi_node_problem(raw: Mapping[str, Any]) -> tuple[str, Any, str] | None:
     a run on whole nodes (layout); the local executor runs every job on this machine."""
     executor = raw.get("executor") or {}
     per_node = int(executor.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE)
-    places = [("axes.gpus", v) for v in raw["axes"].get("gpus", [])] + [("fixed.gpus", raw.get("fixed", {}).get("gpus"))]
+    places = [("axes.gpus", v) for v in raw["axes"].get("gpus", [])]
+    places.append(("fixed.gpus", raw.get("fixed", {}).get("gpus")))
     places += [(f"include.{i}.gpus", item.get("gpus")) for i, item in enumerate(raw.get("include", []))]
     for key, gpus in places:
         if not (isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus > per_node):
