@@ -46,6 +46,8 @@ PLAN = SWEEP_PLAN.planned
 SWEEP = SPEC.name
 RESULTS = config["results"]
 PATHS = SWEEP_PLAN.paths  # this sweep's files
+# absolute: at exit Snakemake is back in the folder it was started from (--directory)
+RESULTS_DIR = PATHS.root.resolve()
 PATTERN = SweepPaths("{results}", "{sweep}")  # the same files as rule patterns
 PLANNED = {p.run.run_id: p for p in PLAN}
 SUBMITTED = [p.run.run_id for p in submitted(PLAN)]  # every run a look may ask for

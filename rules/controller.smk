@@ -5,6 +5,8 @@ import time
 from pathlib import Path
 
 from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
+from snakemake.io import is_flagged
+from snakemake.iocontainers import Wildcards
 
 from graphsweep.fileio import UnusableFile
 from graphsweep.plan.decide import check_looks
@@ -18,16 +20,49 @@ from graphsweep.run.controller import (
     release,
     written_since,
 )
-from graphsweep.smk import refuse, unwritable
+from graphsweep.smk import (
+    date_restored,
+    file_versions,
+    refuse,
+    room_problem,
+    time_limit_problem,
+    unwritable,
+)
 from graphsweep.store.readback import check_sweep
+from graphsweep.sweepspec.load import schema_property
+
+
+def check_time_limit():
+    """A profile's `set-resources` time limit of the run rule is one for every attempt (smk.time_limit_problem)."""
+    # execution_settings is None in a dry run
+    retries = getattr(workflow.execution_settings, "retries", 0)
+    problem = time_limit_problem(
+        workflow.resource_settings.overwrite_resources,
+        attempts=retries + 1,
+        wildcards=(
+            Wildcards(fromdict={"results": RESULTS, "sweep": SWEEP, "run_id": r})
+            for r in SUBMITTED or [""]
+        ),
+        most_min=schema_property("executor.timeout_min")["maximum"],
+    )
+    if problem:
+        refuse(
+            f"graphsweep: invalid workflow setting (the Snakemake profile or --set-resources): {problem}"
+        )
 
 
 def check_this_controller():
     """The controller's own checks before anything runs (not repeated in a `run:` job's subprocess)."""
+    check_time_limit()
     if problem := unwritable(PATHS.root):
         refuse(
             f"graphsweep: invalid workflow setting: results '{RESULTS}': {problem} "
             "(give a folder you can write: --config results=DIR)"
+        )
+    if problem := room_problem(RESULTS_DIR, config["min_free_mb"]):
+        # before Snakemake writes its locks, copies a table for a job (update()) or a job writes: nothing changes
+        refuse(
+            f"graphsweep: results '{RESULTS}': {problem}; nothing was run or changed"
         )
     try:
         # results/{sweep} of another spec that happens to have this sweep name is never taken over (plan/owner.py);
@@ -53,8 +88,28 @@ STARTED = (
 def start_sweep():
     """onstart: this spec owns results/{sweep} and this controller holds the sweep until it stops."""
     STARTED.append(time.time())
+    KEPT_VERSIONS.update(file_versions(update_outputs()))
     claim(PATHS, SPEC)
     hold(PATHS)
+
+
+# onstart: the update() outputs this invocation's jobs rewrite, as they were (smk.file_versions)
+KEPT_VERSIONS = {}
+
+
+def update_outputs():
+    """The update() outputs of the jobs this invocation runs (their last good versions are what a failure keeps)."""
+    return [
+        str(f)
+        for job in workflow.dag.needrun_jobs()
+        for f in job.output
+        if is_flagged(f, "update")
+    ]
+
+
+def date_restored_outputs():
+    """After a failure: the outputs Snakemake restored get their old mtime back, so the next run remakes them."""
+    date_restored(KEPT_VERSIONS)
 
 
 def final_outputs_now():
@@ -85,6 +140,7 @@ def say_if_complete(paths):
 
 def finish_sweep():
     """onsuccess: the verdict counts and the path of report.html, as the last lines of the run."""
+    ENDED.append(time.time())
     release(PATHS)
     print(end_of_sweep(PATHS), file=sys.stderr, flush=True)
 
@@ -103,11 +159,15 @@ def unrecorded_jobs():
 def stop_sweep():
     """onerror (a failed job, or Ctrl-C): the damaged file a job met, if any, and the exact command that carries on;
     or, when every job had finished after all, what the sweep found."""
+    ENDED.append(time.time())
     release(PATHS)
+    date_restored_outputs()  # before unrecorded_jobs: a restored output is no output written by its job
     unrecorded = unrecorded_jobs()
+    # a disk that filled up while the sweep ran (what failed its jobs: their lines are above): said first
+    full = room_problem(RESULTS_DIR, max(config["min_free_mb"], 1))
     print(
         (
-            how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS)
+            how_to_resume(PATHS, run_ids=SUBMITTED, pairs=PAIRS, problem=full)
             if unrecorded is None
             else done_when_interrupted(PATHS, unrecorded)
         ),
@@ -116,8 +176,20 @@ def stop_sweep():
     )
 
 
+ENDED = []  # onsuccess or onerror ran
+
+
+def stop_without_hook():
+    """At exit: a controller that stopped inside Snakemake (a copy of an update() output that found no room, an
+    error of Snakemake's own) runs neither onsuccess nor onerror; it ends with the same last line as onerror.
+    """
+    if STARTED and not ENDED:
+        stop_sweep()
+
+
 if workflow.is_main_process:
     check_this_controller()
+    atexit.register(stop_without_hook)
     atexit.register(say_if_complete, SweepPaths(Path(RESULTS).resolve(), SWEEP))
 
 

@@ -26,5 +26,6 @@ if is_ingest():
             config=get_run_record,
             facts=INGEST.facts_of,
             seed=INGEST.seed,
+            root=str(INGEST.root),  # source.logs: no log is read from outside it
         script:
             "../scripts/ingest_run.py"

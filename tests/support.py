@@ -322,3 +322,58 @@ BY_HAND = {
     "warmup": 3,
     "iterations": 26,
 }  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# Hostile input (tests/house/test_hostile_*.py, tests/store/test_archive_hostile.py): the CLI in process, a spec with
+# keys changed, an archive rewritten member by member
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """The real `graphsweep` CLI in this process: (exit status, stdout, stderr)."""
+    from graphsweep import cli
+
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_line(rc: int, err: str, *needles: str) -> str:
+    """A refusal: exit status 2 and one line on stderr, no traceback, holding every needle."""
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (rc, err)
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def spec_with(base: dict, **changes: object) -> dict:
+    """A copy of a spec with keys changed, given as paths: `executor/slurm/comment=...`, `fixed/est_step_s=...`."""
+    import copy
+
+    spec = copy.deepcopy(base)
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("/")
+        node = spec
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return spec
+
+
+def rewrite_archive(src: Path, dest: Path, manifest, rename=lambda name: name) -> Path:
+    """The archive with another manifest (and member names), every other byte as it was, as a tar tool would."""
+    import io
+    import json
+    import tarfile
+
+    with tarfile.open(src, "r:gz") as tin, tarfile.open(dest, "w:gz") as tout:
+        for m in tin:
+            data = tin.extractfile(m).read() if m.isfile() else None
+            if m.name.endswith("/manifest.json"):
+                data = manifest(json.loads(data))
+                data = data if isinstance(data, bytes) else json.dumps(data).encode()
+                m.size = len(data)
+            m.name = rename(m.name)
+            m.pax_headers.pop("path", None)  # a long name lives there in PAX archives: the new one is m.name
+            tout.addfile(m, io.BytesIO(data) if data is not None else None)
+    return dest

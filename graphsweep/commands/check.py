@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 
+from graphsweep.commands import say
 from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, parse_override, split_env
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "violations": []}))
         else:
-            print(f"graphsweep check: {exc}", file=sys.stderr)
+            say(f"graphsweep check: {exc}", err=True)
         return 2
     settings, env = split_env(pairs)
     violations = catalogue.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version,
@@ -99,5 +99,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"blocked: {len(violations)} rule(s) fire")
         for v in violations:
-            print(f"  {v.rule}: {v.message}\n      source: {v.source}")
+            say(f"  {v.rule}: {v.message}\n      source: {v.source}")  # the message quotes the value given
     return 1 if violations else 0

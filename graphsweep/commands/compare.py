@@ -29,7 +29,7 @@ from graphsweep.judge.compare import family_gate, judge_runs, one_look
 from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.sweepspec.load import block_defaults, schema_default
-from graphsweep.vocab import AA, EAGER, GRAPH
+from graphsweep.vocab import AA, COMPLETED, EAGER, GRAPH
 
 NAME = "compare"
 SAME_SEED = -1  # --same-seed without a seed in any log: one placeholder seed for all of them
@@ -78,17 +78,21 @@ def _problem(args: argparse.Namespace) -> str | None:
     names = _names(args)
     if len(names) != len(args.graph) or len(set(names)) != len(names) or not all(names):
         return f"--names {args.names}: give one distinct name per --graph ({len(args.graph)})"
-    seen: dict[tuple[int, int], str] = {}
-    for path in (*args.eager, *[p for g in args.graph for p in g], *args.reference):
+    seen: dict[tuple[int, int], tuple[str, str]] = {}
+    given = [(path, option) for option, paths in (("--eager", [args.eager]), ("--graph", args.graph),
+                                                  ("--reference", [args.reference])) for logs in paths
+             for path in logs]
+    for path, option in given:
         p = Path(path)
         if not p.is_file():
             return f"{path}: no such log file" if not p.exists() else f"{path}: not a file"
         st = p.stat()  # the file itself: `./x.log`, a symbolic link and a hard link to it are one log
         if (st.st_dev, st.st_ino) in seen:
-            first = seen[(st.st_dev, st.st_ino)]
+            first, where = seen[(st.st_dev, st.st_ino)]
             also = "" if first == path else f" ({path} is {first} again: another spelling of its path, or a link)"
-            return f"a log is given twice{also}: each log is one job of one arm"
-        seen[(st.st_dev, st.st_ino)] = path
+            options = f"to {option} twice" if where == option else f"to {where} and to {option}"
+            return f"a log is given twice: {path} {options}{also}; each log is one job of one arm"
+        seen[(st.st_dev, st.st_ino)] = (path, option)
     if args.aa and args.reference:
         return "--reference with --aa: an A/A compares two sets of eager runs; give the extra runs to --eager"
     return None
@@ -119,6 +123,24 @@ def parsed_runs(paths: list[str], arm: str, warmup: int) -> tuple[pd.DataFrame, 
     return pd.DataFrame(rows), its
 
 
+def reference_intake(ref: pd.DataFrame | None) -> tuple[pd.DataFrame | None, list[dict[str, str]], str | None]:
+    """The --reference logs a loss band may use: (the usable ones, the excluded ones with why, a problem).
+
+    A reference is an eager run of the cell's configuration: a log that shows CUDA-graph capture or replay is a
+    graph run, and refused naming it (it would widen the band the graph is judged by). One that did not complete
+    (empty, cut, crashed) holds no loss curve to compare: left out, and said so."""
+    if ref is None:
+        return None, [], None
+    graphs = ref[ref.capture_seen.fillna(False).astype(bool) | ref.replay_seen.fillna(False).astype(bool)]
+    if len(graphs):
+        row = graphs.iloc[0]
+        return None, [], (f"--reference {row.run_id}: not an eager run ({row.reason}); a loss reference is an eager "
+                          "run of the same configuration (a sweep's A/A control run)")
+    done = ref.outcome == COMPLETED
+    excluded = [{"log": r.run_id, "outcome": r.outcome, "reason": r.reason} for r in ref[~done].itertuples()]
+    return (ref[done].reset_index(drop=True) if done.any() else None), excluded, None
+
+
 def seeds_for(runs: pd.DataFrame, seed: int | None, same_seed: bool) -> tuple[dict[str, int], str | None]:
     """run id -> the seed to compare losses by, for the logs that print none; or a problem."""
     stated = {rid: int(x) for rid, x in zip(runs.run_id, runs.seed) if x is not None and pd.notna(x)}
@@ -140,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     eager, e_its = parsed_runs(args.eager, EAGER, args.warmup)
     graphs = [parsed_runs(g, EAGER if args.aa else GRAPH, args.warmup) for g in args.graph]
     ref, r_its = parsed_runs(args.reference, EAGER, args.warmup) if args.reference else (None, [])
-    if problem := _window_problem(args, pd.concat([eager, *(g for g, _ in graphs)])):
+    ref, excluded, problem = reference_intake(ref)
+    if problem or (problem := _window_problem(args, pd.concat([eager, *(g for g, _ in graphs)]))):
         _console(stderr=True).print(plain(f"graphsweep compare: {problem}"))
         return 2
     seeds, problem = seeds_for(pd.concat([eager, *(g for g, _ in graphs), *([ref] if ref is not None else [])]),
@@ -160,7 +183,8 @@ def run(args: argparse.Namespace) -> int:
     frame = family_gate(pd.DataFrame(rows))  # the workflow's family rule over the cells given (one: its own family)
     out = []
     for row in frame.to_dict("records"):
-        out.append({**row, "aa": args.aa, "reason": prose.reason(row), "method": prose.method(row)})
+        out.append({**row, "aa": args.aa, "reason": prose.reason(row), "method": prose.method(row),
+                    "references_excluded": excluded})
     alone = len(out) == 1
     if args.json:
         print(json.dumps(out[0] if alone else out, default=str))
@@ -176,4 +200,6 @@ def run(args: argparse.Namespace) -> int:
         console.print(plain(row["reason"]), soft_wrap=True)
         if text := prose.parity(row):
             console.print(plain(text if text.startswith("loss parity") else f"loss parity: {text}"), soft_wrap=True)
+    for e in excluded:
+        console.print(plain(f"reference {e['log']} excluded: {e['outcome']} ({e['reason']})"), soft_wrap=True)
     return 0

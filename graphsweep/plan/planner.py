@@ -23,7 +23,7 @@ from graphsweep.layout import SweepPaths
 from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
 from graphsweep.vocab import BLOCKED, EAGER, GRAPH
 from graphsweep.workloads import bridge_check, builtin
-from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
+from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE, MegatronSpecError
 from graphsweep.workloads.registry import for_run
 
 SUBMIT, VERIFY = "submit", "verify"  # plan.parquet `status`, with BLOCKED (the outcome such a run gets)
@@ -71,7 +71,7 @@ def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None 
     results folder) already holds: they ran elsewhere, and re-deriving them here needs no device."""
     mode = spec.preflight
     runs = spec.runs()
-    plans = {r.run_id: for_run(r).launch_plan(r) for r in runs}
+    plans = _launch_plans(spec, runs)
     violations: dict[str, list[Violation]] = {r.run_id: [] for r in runs}
     where = cluster or spec.executor.cluster
     if where in LOCAL_CLUSTERS and not spec.is_ingest and not builtin.cuda_here():
@@ -105,6 +105,18 @@ def loop_design(spec: Spec) -> Design | None:
 def first_look(planned: Sequence[PlannedRun]) -> list[PlannedRun]:
     """The runs the sweep submits before its first look: those of look 1, preflight-blocked ones aside."""
     return [p for p in submitted(planned) if p.look == 1]
+
+
+def _launch_plans(spec: Spec, runs: Sequence[RunSpec]) -> dict[str, LaunchPlan]:
+    """Every run's command; a spec the workload cannot make a command of is a SpecError (one line), not a traceback
+    (the workload's validate refuses what it can name before this)."""
+    plans = {}
+    for r in runs:
+        try:
+            plans[r.run_id] = for_run(r).launch_plan(r)
+        except MegatronSpecError as exc:
+            raise SpecError(spec.path, "workload", spec.workload.get("kind"), f"run {r.run_id}: {exc}") from None
+    return plans
 
 
 def gate_inputs(planned: PlannedRun, plan: Sequence[PlannedRun]) -> list[str]:

@@ -127,6 +127,10 @@ def slurm_parameters(plan: LaunchPlan, slurm: Mapping[str, Any], timeout_min: in
         if not textsafe.SBATCH_OPTION.fullmatch(key):
             raise SpecError(SETTINGS, f"sbatch.{key}", extra[key], "not an sbatch option name (letters, digits, '-' "
                             "and '_', starting with a letter)")
+        # the job's size, time and files are this function's (a spec's own lines were held to the spec's list when
+        # it was loaded: sweepspec/load.py); a later #SBATCH line would win over submitit's
+        if problem := textsafe.sbatch_option_problem(key, spec=False):
+            raise SpecError(SETTINGS, f"sbatch.{key}", extra[key], problem)
     return params
 
 

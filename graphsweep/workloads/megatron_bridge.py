@@ -22,10 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from graphsweep import resources
+from graphsweep import resources, textsafe
 from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
-from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
+from graphsweep.constraints.hydra import OverrideError, format_override, is_config_path, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
 from graphsweep.constraints.graph import GRAPH_FIELDS
 from graphsweep.workloads.base import RunCost
@@ -90,6 +90,59 @@ def special_problem(key: str, value: Any) -> str | None:
     return None
 
 
+# Counts Megatron divides by or builds the model from: a whole number, 1 or more (None, where the key allows it, is
+# Megatron's own default). A 0 is accepted by every schema and ends the job after it got its GPUs: MCore
+# parallel_state.initialize_model_parallel divides the world size by tp x pp x cp (and ep x etp), the micro-batch
+# calculator (num_microbatches_calculator.py) by micro batch x data parallel, TransformerConfig hidden_size by
+# num_attention_heads (kv_channels) and the heads by num_query_groups.
+COUNT_KEYS = {
+    "model.tensor_model_parallel_size": False, "model.pipeline_model_parallel_size": False,
+    "model.context_parallel_size": False, "model.expert_model_parallel_size": False,
+    "model.expert_tensor_parallel_size": True, "model.virtual_pipeline_model_parallel_size": True,
+    "train.micro_batch_size": False, "train.global_batch_size": False, "model.num_layers": False,
+    "model.hidden_size": False, "model.num_attention_heads": False, "model.num_query_groups": True,
+    "model.seq_length": False, "dataset.seq_length": False,
+}  # fmt: skip
+
+
+def count_problem(key: str, value: Any) -> str | None:
+    """Why a value of one of COUNT_KEYS cannot be used (None: it can, or the key is not a count)."""
+    if key not in COUNT_KEYS or (value is None and COUNT_KEYS[key]):
+        return None
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None  # an interpolation or a name: Bridge's own check reads it
+    if isinstance(number, (int, float)) and not isinstance(number, bool) and float(number).is_integer() and number >= 1:
+        return None
+    return ("a count Megatron divides by or builds the model from: a whole number, 1 or more"
+            + (" (or null for Megatron's default)" if COUNT_KEYS[key] else ""))
+
+
+def multi_node_problem(raw: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """A run of more GPUs than one node holds that cannot be placed: (its key, the value, why), or None. Slurm places
+    a run on whole nodes (layout); the local executor runs every job on this machine."""
+    executor = raw.get("executor") or {}
+    per_node = int(executor.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE)
+    places = [("axes.gpus", v) for v in raw["axes"].get("gpus", [])]
+    places.append(("fixed.gpus", raw.get("fixed", {}).get("gpus")))
+    places += [(f"include.{i}.gpus", item.get("gpus")) for i, item in enumerate(raw.get("include", []))]
+    for key, gpus in places:
+        if not (isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus > per_node):
+            continue
+        nodes = math.ceil(gpus / per_node)
+        if executor.get("cluster", "local") != "slurm":
+            return key, gpus, (f"needs {nodes} nodes of {per_node} GPUs (executor.gpus_per_node), and executor.cluster "
+                               f"{executor.get('cluster', 'local')!r} runs every job on this one machine: use "
+                               f"executor.cluster: slurm, or at most {per_node} GPUs")
+        if gpus % per_node:
+            return key, gpus, (f"does not fill {nodes} nodes of {per_node} GPUs (executor.gpus_per_node): use a "
+                               "multiple of gpus_per_node, so that every node runs the same number of ranks")
+    return None
+
+
 class MegatronSpecError(ValueError):
     """A megatron_bridge spec that cannot become a fair command. Says which key to move where."""
 
@@ -140,13 +193,33 @@ def owned_key_problem(key: str) -> str | None:
     return None
 
 
+def key_problem(key: str) -> str | None:
+    """Why a spec key cannot be one setting of the training command (None: it can): a Bridge config path
+    (`train.micro_batch_size`), `env.NAME` (the job's environment) or one of graphsweep's SPECIAL_KEYS."""
+    if key in SPECIAL_KEYS:
+        return None
+    if key.startswith("env."):
+        return None if textsafe.ENV_NAME.fullmatch(key[4:]) else \
+            "not an environment variable name after 'env.': letters, digits and '_', not starting with a digit"
+    if not is_config_path(key):
+        return ("not a Megatron Bridge config path such as train.micro_batch_size (names of letters, digits and '_' "
+                "joined by '.'): it becomes one KEY=VALUE word of the training command, and anything else there is "
+                "read as an option of the entry, not a setting")
+    return None
+
+
 def validate(raw: Mapping[str, Any], path: str | Path) -> None:
     """No spec section may set the keys graphsweep owns (SpecError names the section and key)."""
     sections = [("workload.overrides", raw["workload"].get("overrides") or {}), ("axes", raw["axes"]),
                 ("fixed", raw.get("fixed", {}))]
     sections += [(f"include.{i}", item) for i, item in enumerate(raw.get("include", []))]
+    sections += [(f"variants.{i}.overrides", v.get("overrides") or {}) for i, v in enumerate(raw["variants"])]
     for section, mapping in sections:
         for key, value in mapping.items():
+            if problem := key_problem(key):
+                raise SpecError(path, f"{section}.{key}", value, problem)
+            if section.startswith("variants."):
+                continue  # a graph arm's own extras: graph settings by design
             if problem := owned_key_problem(key):
                 raise SpecError(path, f"{section}.{key}", value, f"'{key}' is {problem}")
             if problem := graph_field_problem(key):
@@ -154,7 +227,7 @@ def validate(raw: Mapping[str, Any], path: str | Path) -> None:
             if key.startswith("env."):
                 continue
             for one in value if section == "axes" else [value]:
-                if problem := special_problem(key, one):
+                if problem := special_problem(key, one) or count_problem(key, one):
                     raise SpecError(path, f"{section}.{key}", one, problem)
                 if isinstance(one, str) and one.strip()[:1] in ("[", "{"):  # meant as a list or dict: is it one?
                     try:
@@ -162,6 +235,15 @@ def validate(raw: Mapping[str, Any], path: str | Path) -> None:
                     except OverrideError as exc:
                         raise SpecError(path, f"{section}.{key}", one,
                                         f"not a list or dict Megatron Bridge's command line can read: {exc}") from None
+    if found := multi_node_problem(raw):
+        raise SpecError(path, *found)
+    recipe, launch = raw["workload"].get("recipe"), raw["workload"].get("launch", "entry")
+    if not recipe:
+        raise SpecError(path, "workload.recipe", recipe, "a megatron_bridge sweep needs a recipe (e.g. "
+                        "llama3_8b_pretrain_config)")
+    if launch == "perf_harness" and ":" not in str(recipe):
+        raise SpecError(path, "workload.recipe", recipe, "the perf harness needs 'family:model_recipe', e.g. "
+                        "'qwen:qwen3_30b_a3b'")
 
 
 def bridge_settings(run: RunSpec) -> dict[str, Any]:

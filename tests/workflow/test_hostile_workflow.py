@@ -79,6 +79,29 @@ def test_a_hostile_workflow_setting_stops_snakemake_with_one_line(tmp_path, sett
     assert not any(p.name.startswith("res") for p in workdir.iterdir()) and not (workdir / "pwned").exists()
 
 
+@pytest.mark.parametrize("value, needles", [
+    ('"abc"', ["set-resources run.timeout_min = 'abc' gives 'abc' for attempt 1", "a whole number of minutes"]),
+    ("1000000000000000", ["gives 1000000000000000 for attempt 1", "from 1 to 10,080"]),
+    ('"1 / 0"', ["cannot be evaluated for attempt 1 (ZeroDivisionError: division by zero)"]),
+    ('"60 * attempt - 100"', ["gives -40 for attempt 1"]),
+], ids=["text", "10^15", "raises", "negative"])  # fmt: skip
+def test_a_profiles_time_limit_that_is_none_stops_snakemake_before_any_job(tmp_path, value, needles):
+    """Issue 40: `set-resources: {run: {timeout_min: "abc"}}` gave ValueError tracebacks from every run rule."""
+    workdir = copy_workflow(tmp_path / "wf")
+    profile = workdir / "profile"
+    profile.mkdir()
+    (profile / "config.yaml").write_text(f"retries: 2\nset-resources:\n  run:\n    timeout_min: {value}\n")
+    proc = snakemake(workdir, "--cores", "1", "--profile", str(profile))
+    _last_line(proc, "graphsweep: invalid workflow setting (the Snakemake profile or --set-resources):", *needles)
+    assert not (workdir / "results").exists()
+
+
+def test_a_profiles_time_limit_expression_of_the_attempt_is_taken(tmp_path):
+    workdir = copy_workflow(tmp_path / "wf")
+    proc = snakemake(workdir, "-n", "--cores", "1", "--set-resources", "run:timeout_min=60*attempt")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 # --------------------------------------------------------------------------------------------------
 # A finished sweep (the default one: six eager baselines on this CPU)
 
