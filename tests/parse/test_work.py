@@ -8,14 +8,18 @@ would have written it, and the test says how.
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 import yaml
 
+from graphsweep.layout import RunDir
 from graphsweep.parse import work
 from graphsweep.parse.run import parse_run
-from graphsweep.vocab import EAGER, GRAPH
+from graphsweep.parse.run_dir import parse_run_dir
+from graphsweep.vocab import EAGER, GRAPH, INGEST
 from tests.support import ROOT
 
 PADDED = ROOT / "results/examples/megatron-moe-128e-padded/runs/s4096-88b711.full_iteration.r1"
@@ -120,3 +124,20 @@ def test_values_read_the_same_however_they_were_written() -> None:
 def test_an_eager_run_without_a_log_records_nothing(tmp_path: Path) -> None:
     s = parse_run([tmp_path / "missing.log"], arm=EAGER, warmup=3).summary
     assert (s.train_config, s.train_config_source, s.global_batch, s.tokens_per_step) == (None, None, None, None)
+
+
+def test_an_ingested_run_is_what_its_log_says_not_what_the_plan_would_have_run(tmp_path: Path) -> None:
+    """The parse rule on a copy of the padded eager run's folder: as a job of the sweep it adds its config.yaml's
+    overrides (the keys Bridge's summary does not print); ingested (run.json executor `ingest`, run/ingest.py) its
+    config.yaml is the plan's command, not the user's, and only the log counts."""
+    src = ROOT / "results/examples/megatron-moe-128e-padded/runs/s4096-88b711.eager.r1"
+    run = tmp_path / src.name
+    shutil.copytree(src, run)
+    job = parse_run_dir(RunDir(run))
+    assert job.train_config_source == f"{work.BRIDGE_SUMMARY} + {work.CONFIG_YAML}"
+    assert job.train_config["values"]["rerun_state_machine.check_for_nan_in_loss"] == "false"
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**info, "executor": INGEST}))
+    ingested = parse_run_dir(RunDir(run))
+    assert ingested.train_config_source == work.BRIDGE_SUMMARY
+    assert "rerun_state_machine.check_for_nan_in_loss" not in ingested.train_config["values"]
