@@ -5,6 +5,11 @@ jobs of one configuration against each other (an A/A: no capture evidence is ask
 a sweep's `aa_control` cells measure the false-positive rate. `--reference` adds eager-like runs of the same
 configuration (a sweep's A/A control runs) as loss references only, as the workflow does with a shape's control
 runs: checked against the eager runs first, never part of the timing.
+
+The arms are compared only when they did the same work: every log's training configuration (Bridge's configuration
+summary, Megatron-LM's arguments) and the global batch size of its iteration lines must agree, the graph settings
+aside (judge/work.py); `--may-differ KEY` names more keys that may differ. Otherwise the verdict is not-comparable,
+naming the keys and each arm's values.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--look", type=int, choices=(1, 2), default=None,
                    help="judge as look 1 or 2 of an adaptive design (alpha 0.025 each); default: one look, alpha 0.05")
     p.add_argument("--paired", action="store_true", help="the i-th eager and graph logs ran in one job (ABBA)")
+    p.add_argument("--may-differ", nargs="+", default=[], metavar="KEY",
+                   help="training-configuration keys (or fnmatch patterns, e.g. 'logger.*') whose values may differ "
+                        "between the arms beyond the graph settings, as a sweep spec's arms_may_differ")
     seed = p.add_mutually_exclusive_group()
     seed.add_argument("--seed", type=int, default=None,
                       help="the training seed of every log that does not print one (Megatron's '> setting random "
@@ -153,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     by_run = {df.run_id.iloc[0]: df for df in (*e_its, *g_its, *r_its) if len(df)}
     alpha = iv.alpha_for_look(args.look, 2) if args.look else iv.alpha_for_look(1, 1)
     v = judge_runs(eager, graph, by_run, seeds, margin=args.margin, alpha=alpha, paired=args.paired, control=args.aa,
-                   reference_runs=ref)
+                   reference_runs=ref, may_differ=args.may_differ)
     row = {**asdict(v), "q_value": v.p_beyond}  # one cell: its own family
     out = {**row, "aa": args.aa, "reason": prose.reason(row), "method": prose.method(row),
            "references_excluded": excluded}

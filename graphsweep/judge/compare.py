@@ -9,7 +9,7 @@ import json
 import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -20,10 +20,11 @@ from graphsweep.judge import host
 from graphsweep.judge import interval as iv
 from graphsweep.judge import prose
 from graphsweep.judge import verdict as stats
+from graphsweep.judge import work as jw
 from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
 from graphsweep.vocab import (
-    AA, BLOCKED, COMPARING_VERDICTS, CONTROL, EAGER, FAILED, GRAPH, INCONCLUSIVE, NOT_COMPARABLE, PAIR, SLOWDOWN,
-    SPEEDUP, TIMING_VERDICTS, NO_GRAPH, UNPARSEABLE, USABLE_OUTCOMES, UNVERIFIED, pair_run_id,
+    AA, BLOCKED, COMPARING_VERDICTS, CONTROL, EAGER, FAILED, GRAPH, INCONCLUSIVE, INVALID, NOT_COMPARABLE, PAIR,
+    SLOWDOWN, SPEEDUP, TIMING_VERDICTS, NO_GRAPH, UNPARSEABLE, USABLE_OUTCOMES, UNVERIFIED, pair_run_id,
 )  # fmt: skip
 
 
@@ -145,6 +146,8 @@ def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping
                 steady_reason=str(r.get("steady_reason") or ""),
                 gpu_busy_ms=_number(r, "gpu_busy_ms"),
                 graphs_captured=None if (n := _number(r, "graphs_captured")) is None else int(n),
+                transient=isinstance(r.get("transient"), str) and bool(r.get("transient")),
+                capture_iteration=None if (c := _number(r, "capture_iteration")) is None else int(c),
             )
         )
     return out
@@ -152,8 +155,11 @@ def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping
 
 def judge_runs(eager_runs: pd.DataFrame, graph_runs: pd.DataFrame, by_run: dict[str, pd.DataFrame],
                seeds: Mapping[str, int], *, margin: float, alpha: float, paired: bool = False,
-               control: bool = False, reference_runs: pd.DataFrame | None = None) -> stats.Verdict:
-    """One cell from its runs' table rows: the memory figure, the arms' records and the verdict.
+               control: bool = False, reference_runs: pd.DataFrame | None = None,
+               may_differ: Sequence[str] = ()) -> stats.Verdict:
+    """One cell from its runs' table rows: the memory figure, the arms' records, the verdict, and whether the arms may
+    be compared at all (check_comparable: one environment, the same work; `may_differ`: configuration keys allowed to
+    differ beyond the graph settings, judge/work.py).
 
     The one path from runs to a verdict: the workflow's compare (below) and `graphsweep compare` (commands/compare.py,
     from logs) both call it. `reference_runs` are more eager-like runs of the shape of the same seeds (the workflow:
@@ -162,18 +168,21 @@ def judge_runs(eager_runs: pd.DataFrame, graph_runs: pd.DataFrame, by_run: dict[
     """
     mem = memory_figure(eager_runs, graph_runs)
     ref = arm_runs(reference_runs, by_run, seeds, None) if reference_runs is not None and len(reference_runs) else []
-    return stats.judge_cell(arm_runs(eager_runs, by_run, seeds, mem), arm_runs(graph_runs, by_run, seeds, mem),
-                            margin=margin, alpha=alpha, paired=paired, control=control, mem_metric=mem,
-                            reference=ref)
+    v = stats.judge_cell(arm_runs(eager_runs, by_run, seeds, mem), arm_runs(graph_runs, by_run, seeds, mem),
+                         margin=margin, alpha=alpha, paired=paired, control=control, mem_metric=mem, reference=ref)
+    check_comparable(v, eager_runs, graph_runs, may_differ)
+    return v
 
 
-def _judging(plan_path: Path) -> tuple[float, bool, dict[str, int]]:
-    """(margin, adaptive_repeats, extra repeats per cell) of the spec the plan was made from."""
+def _judging(plan_path: Path) -> tuple[float, bool, dict[str, int], list[str]]:
+    """(margin, adaptive_repeats, extra repeats per cell, arms_may_differ) of the spec the plan was made from."""
     meta = pq.read_schema(plan_path).metadata or {}
     extra = json.loads(meta.get(b"graphsweep.extra", b"{}"))
     spec = extra.get("spec", {})
-    # a plan written before `adaptive_repeats` existed had one look: False is that plan's fact, not a default
-    return float(spec["margin"]), bool(spec.get("adaptive_repeats")), dict(extra.get("extra_repeats") or {})
+    # a plan written before `adaptive_repeats` (`arms_may_differ`) existed had one look (allowed no key to differ):
+    # that plan's facts, not defaults
+    return (float(spec["margin"]), bool(spec.get("adaptive_repeats")), dict(extra.get("extra_repeats") or {}),
+            [str(k) for k in spec.get("arms_may_differ") or []])
 
 
 def alpha_of(cell_id: str, adaptive: bool, extra: dict[str, int]) -> float:
@@ -188,7 +197,7 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
     runs = read_table(runs_path, "runs") if Path(runs_path).exists() else pd.DataFrame(columns=["run_id"])
     iterations = read_table(iterations_path, "iterations")
     by_run = {rid: g for rid, g in iterations.groupby("run_id")} if len(iterations) else {}
-    spec_margin, adaptive, extra = _judging(plan_path)
+    spec_margin, adaptive, extra, may_differ = _judging(plan_path)
     seeds = _plan_seeds(plan)
     margin = spec_margin if margin is None else margin
     paired = bool(len(plan) and (plan.arm == PAIR).any())
@@ -241,12 +250,14 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path, 
         control = first.arm == CONTROL or first.impl == NO_GRAPH
         aa_ids = plan[(plan.shape_id == first.shape_id) & (plan.arm == CONTROL)].run_id  # the A/A runs: eager too
         reference = None if control or not len(runs) else runs[runs.run_id.isin(aa_ids)]
+        # what the graph command sets beyond eager's may differ (the graph switch, a variant's own overrides)
+        planned = jw.graph_override_keys(first.get("graph_overrides")) if "graph_overrides" in plan.columns else []
         v = judge_runs(eager_runs, graph_runs, by_run, seeds, margin=margin, alpha=alpha_of(cell_id, adaptive, extra),
-                       paired=paired and bool(len(pair_jobs)), control=control, reference_runs=reference)
+                       paired=paired and bool(len(pair_jobs)), control=control, reference_runs=reference,
+                       may_differ=[*may_differ, *planned])
         row.update(asdict(v))
         if not control:  # how much of the eager step's host time this variant's graphs take off the host
             row.update(host.cover(eager_runs, first.impl, first.scope))
-        _check_comparable(row, eager_runs, graph_runs)
         row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
         if len(pair_jobs):  # the pair is the unit: both arms' share of the jobs belongs to the cell
             row["gpu_seconds"] += float(eager_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
@@ -287,15 +298,27 @@ def family_gate(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _check_comparable(row: dict[str, Any], eager_runs: pd.DataFrame, graph_runs: pd.DataFrame) -> None:
-    """Arms made with another container, GPU, driver or library versions are not compared (anchors idea 12)."""
-    diffs = provenance.differences(
-        [r for _, r in eager_runs.iterrows()], [r for _, r in graph_runs.iterrows()]
-    ) if len(eager_runs) and len(graph_runs) else []
-    row["not_comparable_fields"] = [d.field for d in diffs] or None
-    if not diffs:
+# verdicts that rest on comparing the arms beyond their step times: refused too when the arms differ
+REFUSED_OUTCOMES = (stats.GRAPH_LOSS_DIVERGED, stats.GRAPH_LOSS_NONFINITE, stats.BEYOND_CEILING)
+
+
+def check_comparable(v: stats.Verdict, eager_runs: pd.DataFrame, graph_runs: pd.DataFrame,
+                     may_differ: Sequence[str] = ()) -> None:
+    """Arms made with another container, GPU, driver or library versions (provenance.py, anchors idea 12), or that do
+    other work (judge/work.py: another training configuration or global batch), are not compared: a verdict that
+    compares them becomes not-comparable, naming the fields and each arm's values. A blocked, failed or otherwise
+    invalid cell keeps its verdict; its reason notes the difference."""
+    e = [r for _, r in eager_runs.iterrows()] if len(eager_runs) else []
+    g = [r for _, r in graph_runs.iterrows()] if len(graph_runs) else []
+    prov = provenance.differences(e, g) if e and g else []
+    work = jw.differences(e, g, may_differ) if e and g else []
+    v.not_comparable_fields = [d.field for d in prov] + [d.key for d in work] or None
+    v.work_differences = [d.to_record() for d in work] or None
+    if not prov and not work:
         return
-    if row["verdict"] in COMPARING_VERDICTS:
-        row.update(verdict=NOT_COMPARABLE, failure_detail=provenance.not_comparable_reason(diffs), speedup=None,
-                   ci_low=None, ci_high=None, p_beyond=None, p_within=None,
-                   paired_outcome=f"not-comparable ({row.get('paired_outcome')})")
+    if v.verdict in COMPARING_VERDICTS or (v.verdict == INVALID and v.paired_outcome in REFUSED_OUTCOMES):
+        why = ([provenance.not_comparable_reason(prov)] if prov else []) + (
+            [prose.not_same_work(v.work_differences or [])] if work else [])
+        v.verdict, v.failure_detail = NOT_COMPARABLE, "; ".join(why)
+        v.speedup = v.ci_low = v.ci_high = v.p_beyond = v.p_within = None
+        v.paired_outcome = f"not-comparable ({v.paired_outcome})"

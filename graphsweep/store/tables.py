@@ -28,8 +28,12 @@ from graphsweep.fileio import UnusableFile
 # graph_ceiling); runs gains gpu_busy_ms, gpu_busy_share, graph_ceiling, gpu_busy_note and where its wall time
 # went (RUN_TIME_COLUMNS); 5 = every column has its declared type (store/schema.py): start_utc and end_utc are
 # timestamps, graph_overrides a struct, files, notes, segments and not_comparable_fields lists, no column is
-# Parquet's `null` type. Files without graphsweep metadata count as version 0.
-SCHEMA_VERSION = 5
+# Parquet's `null` type; 6 = runs gains what each run trained and the work of its step (train_config,
+# train_config_source, global_batch, seq_length, tokens_per_step: parse/work.py), comparison gains beyond_ceiling,
+# crashed_run_ids and work_differences, and `not-comparable` covers arms that did different work, `failed` a graph run
+# that crashed of its own cause, `invalid` a speedup beyond the GPU-busy ceiling. Files without graphsweep metadata
+# count as version 0.
+SCHEMA_VERSION = 6
 
 # Columns every row of a table has (axis columns and extra fields come after these); their types: store/schema.py.
 PLAN_COLUMNS = list(schema.PLAN)
@@ -97,6 +101,12 @@ def _comparison_v3_to_v4(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(**{c: None for c in new})
 
 
+def _to_v6(columns: dict) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """Version 5 had no record of the work a run did, nor the version 6 verdict fields: its rows keep their verdicts
+    (judged without them) and read the new columns as unknown (re-judge with snakemake --forcerun parse compare)."""
+    return lambda df: df.assign(**{c: None for c in columns if c not in df.columns})
+
+
 def _to_v5(table: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """Version 4 wrote each column with the type pandas guessed: the same columns, read as their declared types."""
     return lambda df: schema.conform(df, table)
@@ -109,6 +119,8 @@ UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
     ("comparison", 2): _comparison_v2_to_v3,
     ("comparison", 3): _comparison_v3_to_v4,
     **{(table, 4): _to_v5(table) for table in schema.TYPES},
+    ("runs", 5): _to_v6(schema.WORK),
+    ("comparison", 5): _to_v6(schema.COMPARISON_V6),
 }
 
 
