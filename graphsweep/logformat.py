@@ -319,6 +319,27 @@ SEED_LINE = re.compile(rb"> setting random seeds to (\d+) \.\.\.")
 RNG_SECTION = b"[rng]:"
 RNG_SEED = re.compile(rb"(?:^|\]:)\s+seed: (\d+)\s*$")  # after an optional `[default0]:` rank prefix
 RNG_SECTION_LINES = 12  # the seed is one of the section's few fields
+# The whole configuration summary (graphsweep/parse/work.py reads it: what a run trained): Bridge 0.6.2
+# training/config.py L1670-1732 ConfigContainer.log_non_default_values, printed once by rank 0 (setup.py L743) before
+# training: "=" * 70, the title, "=" * 70; per Megatron Core config (optimizer, ddp, model) "[name] Non-default values
+# (vs Mcore Class):" and each field whose value differs from Megatron Core's default as "  field: repr  (Mcore
+# default: repr)" (L1716-1718: a field left out holds that default); "-" * 70, "Other Configuration Values:", "-" * 70;
+# per other config (train, validation, scheduler, dataset, checkpoint, logger, tokenizer, rng) "[name]:" and each
+# field that is not None and not callable as "  field: repr" (L1727-1730, _get_key_config_values L1805: a field left
+# out is None); then "=" * 70.
+CONFIG_SUMMARY = b"Configuration Summary (Non-Default Values vs Megatron Core)"
+CONFIG_OTHER = b"Other Configuration Values:"
+CONFIG_MCORE_SECTION = re.compile(rb"\[(\w+)\] Non-default values \(vs Mcore \w+\):")
+CONFIG_SECTION = re.compile(rb"\[(\w+)\]:\s*$")
+CONFIG_FIELD = re.compile(rb"^  ([A-Za-z_]\w*): (.*?)(?:  \(Mcore default: (.*)\))?\s*$")
+CONFIG_RULE = b"=" * 70
+# Megatron-LM megatron/training/arguments.py _print_args("arguments", args), rank 0 at start-up: every argument as
+# "  name ...... str(value)" (dots to column 48), sorted, between these two lines
+MLM_ARGS_START = b"------------------------ arguments ------------------------"
+MLM_ARGS_END = b"-------------------- end of arguments ---------------------"
+MLM_ARG = re.compile(rb"^  ([A-Za-z_]\w*) \.+ (.*?)\s*$")
+# Bridge train_utils.py L1204 / MLM training.py training_log: `global batch size: {:5d} |` on every iteration line
+GLOBAL_BATCH = re.compile(rb"global batch size:\s*(\d+)")
 END_MARKERS = (AFTER_TRAINING.split(" datetime")[0].encode(), b"exiting program at iteration")  # normal end (docs/megatron-facts.md §5.6, §6.2)
 END_DATA = (b"StopIteration", b"AssertionError: no samples left to consume:")  # data exhausted: Bridge completes
 EXIT_MINUTES = re.compile(rb"exiting program after (\d+) minutes")  # --exit-duration-in-mins: graceful walltime

@@ -70,6 +70,7 @@ RESERVED_VARIANT_NAMES = (EAGER, AA)
 
 
 NO_GRAPH = "none"  # the impl of the eager variant (plan.parquet `impl`; Megatron's cuda_graph_impl none)
+INGEST = "ingest"  # run.json `executor` of a run made elsewhere and ingested from its logs (graphsweep/run/ingest.py)
 
 
 def pair_run_id(job_run_id: str, arm: str) -> str:

@@ -22,8 +22,11 @@ import pytest
 import yaml
 
 from graphsweep.judge import prose
+from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
-from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, write_table
+from graphsweep.parse.work import given_config
+from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, SUMMARY_NOT_COLUMNS, read_table, write_table
+from graphsweep.vocab import EAGER, GRAPH
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = ROOT / "tests" / "fixtures"
@@ -377,3 +380,23 @@ def rewrite_archive(src: Path, dest: Path, manifest, rename=lambda name: name) -
             m.pax_headers.pop("path", None)  # a long name lives there in PAX archives: the new one is m.name
             tout.addfile(m, io.BytesIO(data) if data is not None else None)
     return dest
+
+
+# A committed sweep with some runs' logs edited, parsed again as the workflow's parse and aggregate rules would
+def reparsed_sweep(sweep: Path, dest: Path, logs: dict[str, Path]) -> tuple[Path, Path]:
+    """(runs.parquet, iterations.parquet) of the committed sweep `sweep` with each named run parsed from `logs[run_id]`
+    (a user's edited copy of its log, or the log itself) with its config.yaml, as the parse rule does; written to
+    `dest`, for the workflow's compare step (judge/compare.py compare) to judge with the sweep's plan.parquet."""
+    runs = read_table(sweep / "runs.parquet", "runs")
+    its = read_table(sweep / "iterations.parquet", "iterations")
+    rows = {r["run_id"]: r for r in runs.to_dict("records")}
+    for rid, log in logs.items():
+        cfg = yaml.safe_load((sweep / "runs" / rid / "config.yaml").read_text())
+        arm = GRAPH if cfg["run"]["arm"] == GRAPH else EAGER
+        parsed = parse_run([log], arm=arm, warmup=int(cfg["run"]["warmup"]), run_id=rid, given=given_config(cfg))
+        rows[rid].update({k: v for k, v in summary_to_dict(parsed.summary).items() if k not in SUMMARY_NOT_COLUMNS})
+        its = pd.concat([its[its.run_id != rid], parsed.iterations], ignore_index=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    write_table(pd.DataFrame(list(rows.values())), dest / "runs.parquet", "runs")
+    write_table(its, dest / "iterations.parquet", "iterations")
+    return dest / "runs.parquet", dest / "iterations.parquet"

@@ -9,6 +9,11 @@ jobs of one configuration against each other (an A/A: no capture evidence is ask
 a sweep's `aa_control` cells measure the false-positive rate. `--reference` adds eager-like runs of the same
 configuration (a sweep's A/A control runs) as loss references only, as the workflow does with a shape's control
 runs: checked against the eager runs first, never part of the timing.
+
+The arms are compared only when they did the same work: every log's training configuration (Bridge's configuration
+summary, Megatron-LM's arguments) and the global batch size of its iteration lines must agree, the graph settings
+aside (judge/work.py); `--may-differ KEY` names more keys that may differ. Otherwise the verdict is not-comparable,
+naming the keys and each arm's values.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="judge as a sweep with decide.enabled: false (one look at alpha 0.05); default: the interval "
                         "the decision loop gives a cell with this many jobs per arm")
     p.add_argument("--paired", action="store_true", help="the i-th eager and graph logs ran in one job (ABBA)")
+    p.add_argument("--may-differ", nargs="+", default=[], metavar="KEY",
+                   help="training-configuration keys (or fnmatch patterns, e.g. 'logger.*') whose values may differ "
+                        "between the arms beyond the graph settings, as a sweep spec's arms_may_differ")
     seed = p.add_mutually_exclusive_group()
     seed.add_argument("--seed", type=int, default=None,
                       help="the training seed of every log that does not print one (Megatron's '> setting random "
@@ -177,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
     for name, (graph, _) in zip(_names(args), graphs):
         look = one_look(len(graph), decide)  # the loop's look is counted in the cell's own jobs
         v = judge_runs(eager, graph, by_run, seeds, margin=args.margin, alpha=iv.ALPHA, paired=args.paired,
-                       control=args.aa, reference_runs=ref, look=look, design=look.design if look else None)
+                       control=args.aa, reference_runs=ref, may_differ=args.may_differ, look=look,
+                       design=look.design if look else None)
         rows.append({**asdict(v), "cell_id": name, "variant": AA if args.aa else name, "alpha": iv.ALPHA,
                      "look": look.k if look else 1})
     frame = family_gate(pd.DataFrame(rows))  # the workflow's family rule over the cells given (one: its own family)

@@ -9,7 +9,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,12 +23,13 @@ from graphsweep.judge import loop
 from graphsweep.judge import parity as lp
 from graphsweep.judge import prose
 from graphsweep.judge import verdict as stats
+from graphsweep.judge import work as jw
 from graphsweep.judge.sequential import Design
 from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
 from graphsweep.vocab import (
-    AA, BLOCKED, COMPARING_VERDICTS, CONTROL, EAGER, FAILED, GRAPH, INCONCLUSIVE, LOOP_BUDGET, LOOP_LIVE, LOOP_UNTIMED,
-    NOT_COMPARABLE, PAIR, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, NO_GRAPH, UNPARSEABLE, USABLE_OUTCOMES, UNVERIFIED,
-    pair_run_id,
+    AA, BLOCKED, COMPARING_VERDICTS, CONTROL, EAGER, FAILED, GRAPH, INCONCLUSIVE, INVALID, LOOP_BUDGET, LOOP_LIVE,
+    LOOP_UNTIMED, NOT_COMPARABLE, PAIR, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, NO_GRAPH, UNPARSEABLE, USABLE_OUTCOMES,
+    UNVERIFIED, pair_run_id,
 )  # fmt: skip
 
 
@@ -150,6 +151,8 @@ def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping
                 steady_reason=str(r.get("steady_reason") or ""),
                 gpu_busy_ms=_number(r, "gpu_busy_ms"),
                 graphs_captured=None if (n := _number(r, "graphs_captured")) is None else int(n),
+                transient=isinstance(r.get("transient"), str) and bool(r.get("transient")),
+                capture_iteration=None if (c := _number(r, "capture_iteration")) is None else int(c),
             )
         )
     return out
@@ -157,20 +160,29 @@ def arm_runs(runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], seeds: Mapping
 
 def judge_runs(eager_runs: pd.DataFrame, graph_runs: pd.DataFrame, by_run: dict[str, pd.DataFrame],
                seeds: Mapping[str, int], *, margin: float, alpha: float, paired: bool = False,
-               control: bool = False, reference_runs: pd.DataFrame | None = None, look: iv.Look | None = None,
+               control: bool = False, reference_runs: pd.DataFrame | None = None, pool: bool = False,
+               may_differ: Sequence[str] = (), look: iv.Look | None = None,
                design: Design | None = None) -> stats.Verdict:
-    """One cell from its runs' table rows: the memory figure, the arms' records and the verdict.
+    """One cell from its runs' table rows: the memory figure, the arms' records, the verdict, and whether the arms may
+    be compared at all (check_comparable: one environment, the same work; `may_differ`: configuration keys allowed to
+    differ beyond the graph settings, judge/work.py).
 
     The one path from runs to a verdict: the workflow's compare (below) and `graphsweep compare` (commands/compare.py,
     from logs) both call it. `reference_runs` are more eager-like runs of the shape of the same seeds (the workflow:
-    its A/A control runs; `graphsweep compare --reference`): loss references only, checked against the eager runs
-    like each other (parity.check_references), never the timing; a NaN/Inf in one breaks the baseline.
+    its A/A control runs; `graphsweep compare --reference`): loss references, checked against the eager runs like each
+    other (parity.check_references); a NaN/Inf in one breaks the baseline. With `pool` (the workflow's A/A control
+    runs) they are also part of the eager arm's timing: the same command as the eager runs, so the baseline of the
+    shape's cells is all its eager runs. `look`: the decision loop's look the interval is for.
     """
     mem = memory_figure(eager_runs, graph_runs)
-    ref = arm_runs(reference_runs, by_run, seeds, None) if reference_runs is not None and len(reference_runs) else []
-    return stats.judge_cell(arm_runs(eager_runs, by_run, seeds, mem), arm_runs(graph_runs, by_run, seeds, mem),
-                            margin=margin, alpha=alpha, paired=paired, control=control, mem_metric=mem,
-                            reference=ref, look=look, design=design)
+    ref = arm_runs(reference_runs, by_run, seeds, mem if pool else None) \
+        if reference_runs is not None and len(reference_runs) else []
+    v = stats.judge_cell(arm_runs(eager_runs, by_run, seeds, mem), arm_runs(graph_runs, by_run, seeds, mem),
+                         margin=margin, alpha=alpha, paired=paired, control=control, mem_metric=mem, reference=ref,
+                         pool_reference=pool, look=look, design=design)
+    both = pd.concat([eager_runs, reference_runs]) if pool and reference_runs is not None else eager_runs
+    check_comparable(v, both, graph_runs, may_differ)
+    return v
 
 
 def _judging(plan_path: Path) -> tuple[float, Mapping[str, Any], str]:
@@ -179,6 +191,11 @@ def _judging(plan_path: Path) -> tuple[float, Mapping[str, Any], str]:
     extra = json.loads(meta.get(b"graphsweep.extra", b"{}"))
     spec = extra.get("spec", {})
     return float(spec["margin"]), spec, str(extra.get("spec_path") or "")
+
+
+def may_differ_of(spec: Mapping[str, Any]) -> list[str]:
+    """The spec's arms_may_differ (a plan written before the key existed allowed no key to differ: its fact)."""
+    return [str(k) for k in spec.get("arms_may_differ") or []]
 
 
 def loop_of(spec: Mapping[str, Any], decide: Mapping[str, Any] | None) -> tuple[Design | None, int]:
@@ -249,7 +266,7 @@ def cells_of(plan: pd.DataFrame) -> list[CellRuns]:
 
 def judge_look(cell: CellRuns, n: int | None, runs_by_id: pd.DataFrame, runs: pd.DataFrame,
                by_run: dict[str, pd.DataFrame], seeds: Mapping[str, int], *, margin: float, alpha: float,
-               look: iv.Look | None, design: Design | None) -> dict[str, Any]:
+               look: iv.Look | None, design: Design | None, may_differ: Sequence[str] = ()) -> dict[str, Any]:
     """The cell's comparison row judged on its repeats <= n at `look` (None: one look at alpha)."""
     eager_plan, graph_plan, control_plan = cell.plans(n)
     row = dict(cell.row)
@@ -266,19 +283,22 @@ def judge_look(cell: CellRuns, n: int | None, runs_by_id: pd.DataFrame, runs: pd
         if not len(eager_runs) and not len(graph_runs):
             row.update(verdict=FAILED, failure_detail="no run of this cell was recorded (runs.parquet has none)")
             return row
-    else:
+    controls = None
+    if not cell.paired:
         def ran(ids: pd.Series) -> pd.DataFrame:
             return runs_by_id.loc[runs_by_id.run_id.isin(ids)] if len(runs) else runs
         # the baseline of a shape is all its eager runs: the eager arm and the A/A control's (the same command)
-        eager_runs, graph_runs = ran(pd.concat([eager_plan.run_id, control_plan.run_id])), ran(graph_plan.run_id)
+        eager_runs, graph_runs, controls = ran(eager_plan.run_id), ran(graph_plan.run_id), ran(control_plan.run_id)
+    # what the graph command sets beyond eager's may differ (the graph switch, a variant's own overrides)
+    planned = jw.graph_override_keys(cell.first.get("graph_overrides")) if "graph_overrides" in cell.first else []
     v = judge_runs(eager_runs, graph_runs, by_run, seeds, margin=margin, alpha=alpha, paired=cell.paired,
-                   control=cell.control, look=look, design=design)
+                   control=cell.control, reference_runs=controls, pool=controls is not None and len(controls) > 0,
+                   may_differ=[*may_differ, *planned], look=look, design=design)
     row.update(asdict(v))
     row["look"] = look.k if look else 1
     row["loop_repeats"] = n
     if not cell.control:  # how much of the eager step's host time this variant's graphs take off the host
         row.update(host.cover(eager_runs, cell.first.impl, cell.first.scope))
-    _check_comparable(row, eager_runs, graph_runs)
     row["gpu_seconds"] = float(graph_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
     if cell.paired:  # the pair is the unit: both arms' share of the jobs belongs to the cell
         row["gpu_seconds"] += float(eager_runs.get("gpu_seconds", pd.Series(dtype=float)).fillna(0).sum())
@@ -327,6 +347,7 @@ def judge_sweep(plan: pd.DataFrame, runs: pd.DataFrame, by_run: dict[str, pd.Dat
     loop off, `graphsweep compare`) every cell is judged once, on all its runs, at the look their count completes.
     `loop_over`: the workflow's loop has ended (plan/decide.py), so a cell still live is out of budget."""
     seeds = _plan_seeds(plan)
+    may_differ = may_differ_of(spec)
     runs_by_id = runs.set_index("run_id", drop=False) if len(runs) else runs
     cells = cells_of(plan)
     design, max_repeats = loop_of(spec, decide)
@@ -351,7 +372,7 @@ def judge_sweep(plan: pd.DataFrame, runs: pd.DataFrame, by_run: dict[str, pd.Dat
             n = int(c.graph_plan["repeat"].max()) if len(c.graph_plan) else 1
             once = one_look(n, spec.get("decide"))
             rows[c.cell_id] = judge_look(c, None, runs_by_id, runs, by_run, seeds, margin=margin, alpha=alpha,
-                                         look=once, design=once.design if once else None)
+                                         look=once, design=once.design if once else None, may_differ=may_differ)
             judged[c.cell_id] = _looked(rows[c.cell_id])
         loop.step(states, judged, 1, margin=margin, alpha=alpha)
         loop.close(states)
@@ -380,7 +401,7 @@ def judge_sweep(plan: pd.DataFrame, runs: pd.DataFrame, by_run: dict[str, pd.Dat
         judged = {}
         for c in todo:
             rows[c] = judge_look(by_id[c], n, runs_by_id, runs, by_run, seeds, margin=margin, alpha=alpha,
-                                 look=iv.Look(design, k), design=design)
+                                 look=iv.Look(design, k), design=design, may_differ=may_differ)
             judged[c] = _looked(rows[c])
         loop.step(states, judged, k, margin=margin, alpha=alpha)
         previous = n
@@ -490,15 +511,27 @@ def family_gate(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _check_comparable(row: dict[str, Any], eager_runs: pd.DataFrame, graph_runs: pd.DataFrame) -> None:
-    """Arms made with another container, GPU, driver or library versions are not compared (anchors idea 12)."""
-    diffs = provenance.differences(
-        [r for _, r in eager_runs.iterrows()], [r for _, r in graph_runs.iterrows()]
-    ) if len(eager_runs) and len(graph_runs) else []
-    row["not_comparable_fields"] = [d.field for d in diffs] or None
-    if not diffs:
+# verdicts that rest on comparing the arms beyond their step times: refused too when the arms differ
+REFUSED_OUTCOMES = (stats.GRAPH_LOSS_DIVERGED, stats.GRAPH_LOSS_NONFINITE, stats.BEYOND_CEILING)
+
+
+def check_comparable(v: stats.Verdict, eager_runs: pd.DataFrame, graph_runs: pd.DataFrame,
+                     may_differ: Sequence[str] = ()) -> None:
+    """Arms made with another container, GPU, driver or library versions (provenance.py, anchors idea 12), or that do
+    other work (judge/work.py: another training configuration or global batch), are not compared: a verdict that
+    compares them becomes not-comparable, naming the fields and each arm's values. A blocked, failed or otherwise
+    invalid cell keeps its verdict; its reason notes the difference."""
+    e = [r for _, r in eager_runs.iterrows()] if len(eager_runs) else []
+    g = [r for _, r in graph_runs.iterrows()] if len(graph_runs) else []
+    prov = provenance.differences(e, g) if e and g else []
+    work = jw.differences(e, g, may_differ) if e and g else []
+    v.not_comparable_fields = [d.field for d in prov] + [d.key for d in work] or None
+    v.work_differences = [d.to_record() for d in work] or None
+    if not prov and not work:
         return
-    if row["verdict"] in COMPARING_VERDICTS:
-        row.update(verdict=NOT_COMPARABLE, failure_detail=provenance.not_comparable_reason(diffs), speedup=None,
-                   ci_low=None, ci_high=None, p_beyond=None, p_within=None,
-                   paired_outcome=f"not-comparable ({row.get('paired_outcome')})")
+    if v.verdict in COMPARING_VERDICTS or (v.verdict == INVALID and v.paired_outcome in REFUSED_OUTCOMES):
+        why = ([provenance.not_comparable_reason(prov)] if prov else []) + (
+            [prose.not_same_work(v.work_differences or [])] if work else [])
+        v.verdict, v.failure_detail = NOT_COMPARABLE, "; ".join(why)
+        v.speedup = v.ci_low = v.ci_high = v.p_beyond = v.p_within = None
+        v.paired_outcome = f"not-comparable ({v.paired_outcome})"

@@ -85,6 +85,12 @@ class RunSummary:
     # the time stamps (the training process's local time, as printed) of the first and the last iteration row
     first_iteration_stamp: str | None = None
     last_iteration_stamp: str | None = None
+    # what the run trained and the work of one step (graphsweep/parse/work.py): a cell's arms are compared on them
+    train_config: dict | None = None  # work.TrainConfig.to_record: values, Megatron Core defaults, summary sections
+    train_config_source: str | None = None  # where it was read: the log's summary, config.yaml, or both
+    global_batch: int | None = None  # printed on the steady window's iteration lines
+    seq_length: int | None = None
+    tokens_per_step: int | None = None
 
 
 def summary_to_dict(summary: RunSummary) -> dict:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from graphsweep import logformat as lf
-from graphsweep.parse import captured, crash
+from graphsweep.parse import captured, crash, work
 from graphsweep.parse.files import read_line
 from graphsweep.parse.memory import merge as merge_readings
 from graphsweep.parse.classify import classify
@@ -282,8 +282,10 @@ def _previous(run_info: Mapping | None) -> list[dict]:
 
 
 def parse_run(paths: Sequence[Path | str], *, arm: str = EAGER, warmup: int | None = None,
-              run_info: Mapping | None = None, run_id: str = "", min_steady: int = MIN_STEADY) -> ParsedRun:
-    """Parse every log file of one run (chronological order) and classify it. Never raises for content."""
+              run_info: Mapping | None = None, run_id: str = "", min_steady: int = MIN_STEADY,
+              given: Mapping[str, str] | None = None) -> ParsedRun:
+    """Parse every log file of one run (chronological order) and classify it. Never raises for content. `given`: what
+    its config.yaml gave it (parse/work.py given_config), for the configuration keys its log does not print."""
     if arm not in (EAGER, GRAPH):
         raise ValueError(f"arm must be 'eager' or 'graph', got {arm!r}")
     scans = [scan_file(p) for p in paths]
@@ -293,4 +295,5 @@ def parse_run(paths: Sequence[Path | str], *, arm: str = EAGER, warmup: int | No
                           previous=_previous(run_info))
     summary.provenance_lines = ev.provenance
     summary.first_iteration_stamp, summary.last_iteration_stamp = _stamps(df)
+    work.record(summary, work.of_run(paths, df, summary.steady_first, summary.steady_last, given))
     return ParsedRun(df, summary)

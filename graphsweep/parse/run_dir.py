@@ -15,17 +15,19 @@ import pandas as pd
 from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost, split_segments
 from graphsweep.parse.records import RunSummary, summary_to_dict
 from graphsweep.parse.run import parse_run, provenance_lines
+from graphsweep.parse.work import given_config
 from graphsweep.store.tables import write_table
 from graphsweep.fileio import write_json
 from graphsweep.store.runfiles import read_run_config, read_run_info
 from graphsweep.layout import RunDir
 from graphsweep.fileio import UnusableFile
 from graphsweep.records import GateDecision
-from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, pair_run_id
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, INGEST, PAIR, pair_run_id
 
 
 def parse_run_dir(run: RunDir) -> RunSummary | dict:
-    rec = read_run_config(run, parse=True)["run"]
+    cfg = read_run_config(run, parse=True)
+    rec = cfg["run"]
     info = read_run_info(run)
     if info.get("gate") is not None:  # the launch gate's decision (run/gate.py), read by the classifier
         try:
@@ -35,7 +37,10 @@ def parse_run_dir(run: RunDir) -> RunSummary | dict:
     if rec["arm"] == PAIR:
         return parse_pair_dir(run, rec, info)
     arm = GRAPH if rec["arm"] == GRAPH else EAGER
-    parsed = parse_run(run.logs(), arm=arm, warmup=int(rec["warmup"]), run_info=info, run_id=rec["run_id"])
+    # what config.yaml gave the run, for the keys its log does not print (an ingested run's is the plan's, not its own)
+    given = None if info.get("executor") == INGEST else given_config(cfg)
+    parsed = parse_run(run.logs(), arm=arm, warmup=int(rec["warmup"]), run_info=info, run_id=rec["run_id"],
+                       given=given)
     if parsed.summary.seed is None and info.get("seed") is not None:  # an ingest spec's source.seed
         parsed.summary.seed = int(info["seed"])
     write_table(parsed.iterations, run.iterations, "iterations")

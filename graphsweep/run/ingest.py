@@ -33,7 +33,7 @@ from graphsweep.sweepspec.sweep import Spec
 from graphsweep.fileio import UnusableFile, replacing, write_json
 from graphsweep.layout import RunDir
 from graphsweep.textsafe import for_terminal
-from graphsweep.vocab import AA, CONTROL, EAGER
+from graphsweep.vocab import AA, CONTROL, EAGER, INGEST
 
 
 class IngestError(ValueError):
@@ -277,7 +277,7 @@ def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = 
         _set(prov, provenance.COLUMNS[col], value)
     record = {
         "run_id": run.run_id,
-        "executor": "ingest",
+        "executor": INGEST,
         "job_id": None,
         "attempt": 1,
         "state": None,  # unknown: the outcome comes from the log alone

@@ -28,10 +28,13 @@ from graphsweep.fileio import UnusableFile
 # graph_ceiling); runs gains gpu_busy_ms, gpu_busy_share, graph_ceiling, gpu_busy_note and where its wall time
 # went (RUN_TIME_COLUMNS); 5 = every column has its declared type (store/schema.py): start_utc and end_utc are
 # timestamps, graph_overrides a struct, files, notes, segments and not_comparable_fields lists, no column is
-# Parquet's `null` type; 6 = the decision loop: plan gains `look` (the look that first needs a run), comparison
-# gains look, loop_status, loop_repeats, repeats_to_decide, gpu_hours_to_decide, its intervals are repeated
-# confidence intervals and p_beyond the smallest repeated p-value over a cell's looks. Files without graphsweep
-# metadata count as version 0.
+# Parquet's `null` type; 6 = runs gains what each run trained and the work of its step (train_config,
+# train_config_source, global_batch, seq_length, tokens_per_step: parse/work.py), comparison gains beyond_ceiling,
+# crashed_run_ids and work_differences, and `not-comparable` covers arms that did different work, `failed` a graph run
+# that crashed of its own cause, `invalid` a speedup beyond the GPU-busy ceiling; and the decision loop: plan (and
+# runs) gains `look` (the look that first needs a run), comparison gains look, loop_status, loop_repeats,
+# repeats_to_decide, gpu_hours_to_decide, its intervals are repeated confidence intervals and p_beyond the smallest
+# repeated p-value over a cell's looks. Files without graphsweep metadata count as version 0.
 SCHEMA_VERSION = 6
 
 # Columns every row of a table has (axis columns and extra fields come after these); their types: store/schema.py.
@@ -106,11 +109,14 @@ def _to_v5(table: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
 
 
 def _to_v6(table: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """Version 5 had no decision loop: every run was of the first look, every cell judged once (its loop columns read
-    as unknown; re-judge with snakemake --forcerun compare for the loop's)."""
+    """Version 5 had no decision loop (every run was of the first look, every cell judged once) and no record of the
+    work a run did, nor the version 6 verdict fields: its rows keep their verdicts (judged without them) and read the
+    new columns as unknown (re-judge with snakemake --forcerun parse compare)."""
     def up(df: pd.DataFrame) -> pd.DataFrame:
         if table in ("plan", "runs") and "look" not in df.columns:
             df = df.assign(look=1)
+        new = {"runs": schema.WORK, "comparison": schema.COMPARISON_V6}.get(table, {})
+        df = df.assign(**{c: None for c in new if c not in df.columns})
         return schema.conform(df, table)
     return up
 

@@ -27,7 +27,7 @@ from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, format_override, is_config_path, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
-from graphsweep.constraints.graph import GRAPH_FIELDS
+from graphsweep.constraints.graph import GRAPH_FIELDS, NAN_KEYS
 from graphsweep.workloads.base import RunCost
 from graphsweep.layout import TORCHRUN_TEE
 from graphsweep.entry.affinity import ENV as PIN_CPUS_ENV
@@ -48,7 +48,6 @@ WINDOW_KEYS = {
     "model.cuda_graph_warmup_steps": "warmup",
     "logger.log_interval": "nothing: every iteration is logged (log_interval=1)",
 }
-NAN_KEYS = ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
 RNG_KEYS = ("model.use_te_rng_tracker", "rng.te_rng_tracker")
 
 # One environment for all arms. COMMON_RECIPE_ENV_VARS of Bridge recipes (recipes/utils/environment_utils.py,
