@@ -196,11 +196,9 @@ def run(args: argparse.Namespace) -> int:
                     "references_excluded": excluded})
     alone = len(out) == 1
     if args.json:
-        print(json.dumps(out[0] if alone else out, default=str))
+        print(json.dumps({**out[0], "judged_alone": True} if alone else out, default=str))
         return 0
     console = _console()
-    if alone:
-        console.print(plain("one cell, judged alone (the sweep's family check would take its other cells too)"))
     for row in out:
         head = f"{'' if alone else row['cell_id'] + ': '}{'A/A ' if args.aa else ''}{row['verdict']}"
         if row.get("speedup") is not None and pd.notna(row.get("speedup")):
@@ -211,4 +209,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(plain(text if text.startswith("loss parity") else f"loss parity: {text}"), soft_wrap=True)
     for e in excluded:
         console.print(plain(f"reference {e['log']} excluded: {e['outcome']} ({e['reason']})"), soft_wrap=True)
+    if alone:
+        console.print(plain("one cell, judged alone: a sweep's family check (Benjamini-Hochberg over its cells) would "
+                            "take its other variants too; give each with --graph to judge them together"),
+                      soft_wrap=True)
     return 0
