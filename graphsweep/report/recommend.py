@@ -6,6 +6,7 @@
   the decision loop estimates would decide it (comparison.parquet `loop_status`, `repeats_to_decide`,
   `gpu_hours_to_decide`; a table written before the loop has `repeats_needed`) and the command that continues;
 - not verified: a variant measured faster, but its loss parity is not established (unverified, or a run drifted);
+- no recommendation, a variant crashed: a variant's run crashed, and no other variant was timed;
 - no CUDA device here: every graph arm was blocked because the machine that runs the jobs has none; eager ran;
 - blocked: every graph variant was refused (before running, or by the training);
 - stay eager: the graphs measured not faster (slower, no faster, out of memory, not run by the launch gate);
@@ -30,7 +31,9 @@ from graphsweep.judge import parity as lp
 from graphsweep.judge import verdict as vd
 from graphsweep.report.data import GATE_CLASS, SweepTables, as_number, id_list
 from graphsweep.report.shapes import Overrides, graph_overrides
-from graphsweep.vocab import AA, BASELINE_FAILED, BLOCKED, CRASHED, FAILED, INCONCLUSIVE, SPEEDUP, UNVERIFIED
+from graphsweep.vocab import (
+    AA, BASELINE_FAILED, BLOCKED, CRASHED, FAILED, INCONCLUSIVE, SPEEDUP, TIMING_VERDICTS, UNVERIFIED,
+)  # fmt: skip
 
 # comparison.parquet `loop_status` (the decision loop's state of a cell): the ones that leave it undecided and live
 LOOP_LIVE, LOOP_BUDGET, LOOP_FUTILE = "live", "budget", "dropped-futile"
@@ -44,6 +47,7 @@ class Answer(enum.Enum):
     USE = "use"
     UNDECIDED = "undecided"
     NOT_VERIFIED = "not verified"
+    CRASHED = "a variant crashed"
     NO_GPU = "no CUDA device"
     ALL_BLOCKED = "all blocked"
     STAY_EAGER = "stay eager"
@@ -220,6 +224,9 @@ def _answer(t: SweepTables, rec: Recommendation, broken: set[str]) -> None:
         return
     if any(c.verdict in (SPEEDUP, UNVERIFIED) and str(c.variant) not in broken for c in cells):
         rec.answer = Answer.NOT_VERIFIED  # faster, but its loss parity is not established (or a run drifted)
+        return
+    if rec.crashed and not any(c.verdict in TIMING_VERDICTS for c in cells if str(c.variant) not in broken):
+        rec.answer = Answer.CRASHED  # nothing else measured: not a shape whose graphs measured not faster
         return
     blocked = [c for c in cells if c.verdict == BLOCKED]
     if cells and len(blocked) == len(cells) and not gated(blocked):

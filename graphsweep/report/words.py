@@ -300,6 +300,7 @@ NO_CUDA_NOTE = ("No CUDA device here: the graph arms were blocked before any job
                 f"machine's CPU; {NO_CUDA.advice}.")
 HEADLINES = {
     Answer.UNDECIDED: "undecided", Answer.NOT_VERIFIED: "faster, not verified", Answer.NO_GPU: "no CUDA device here",
+    Answer.CRASHED: "no recommendation",
     Answer.ALL_BLOCKED: "every graph variant blocked", Answer.STAY_EAGER: "stay eager",
     Answer.NO_BASELINE: "no recommendation", Answer.BROKEN_BASELINE: "no recommendation: broken baseline",
 }
@@ -447,6 +448,7 @@ def details(rec: Recommendation, t: SweepTables) -> tuple[str, list[str]]:
         Answer.UNDECIDED: undecided(rec) if rec.leader is not None else "",
         Answer.STAY_EAGER: "no graph variant measured faster than eager",
         Answer.NO_GPU: "graph arms blocked; the eager baselines ran",
+        Answer.CRASHED: "",  # the crashed runs say why
     }.get(rec.answer)
     if first is None:  # the group the headline rests on
         first, sentences = (sentences[0], sentences[1:]) if sentences else ("", sentences)
