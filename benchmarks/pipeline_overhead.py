@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.report import words
 from graphsweep.report.gpu_time import gpu_time
@@ -55,7 +54,7 @@ def run_costs(run_dir: Path) -> dict[str, float] | None:
     if (run_dir / "summary.json").exists():
         parts = list(folder_parts(run_dir).values())
     else:
-        parts = [time_parts({**meta, **summary_to_dict(parsed.summary)}, parsed.iterations)]
+        parts = [time_parts({**meta, **parsed.summary.to_dict()}, parsed.iterations)]
 
     def total(name: str) -> float:
         values = [getattr(p, name) for p in parts]

@@ -22,7 +22,6 @@ from graphsweep.commands import plain
 from graphsweep.judge import interval as iv
 from graphsweep.judge import prose
 from graphsweep.judge.compare import judge_runs
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.sweepspec.load import schema_default
 from graphsweep.vocab import EAGER, GRAPH
@@ -94,7 +93,7 @@ def parsed_runs(paths: list[str], arm: str, warmup: int) -> tuple[pd.DataFrame, 
     rows, its = [], []
     for path in paths:
         parsed = parse_run([Path(path)], arm=arm, warmup=warmup, run_id=path)
-        rows.append({**summary_to_dict(parsed.summary), "run_id": path})
+        rows.append({**parsed.summary.to_dict(), "run_id": path})
         its.append(parsed.iterations.assign(run_id=path))
     return pd.DataFrame(rows), its
 

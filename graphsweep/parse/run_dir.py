@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost, split_segments
-from graphsweep.parse.records import RunSummary, summary_to_dict
+from graphsweep.records import RunSummary
 from graphsweep.parse.run import parse_run, provenance_lines
 from graphsweep.store.tables import write_table
 from graphsweep.fileio import write_json
@@ -27,19 +27,21 @@ from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, pair_run_id
 def parse_run_dir(run: RunDir) -> RunSummary | dict:
     rec = read_run_config(run, parse=True)["run"]
     info = read_run_info(run)
-    if info.get("gate") is not None:  # the launch gate's decision (run/gate.py), read by the classifier
+    gate = None
+    if info.get("gate") is not None:  # the launch gate's decision (run/gate.py): the classifier takes it typed
         try:
-            GateDecision.from_dict(info["gate"])
+            gate = GateDecision.from_dict(info["gate"])
         except ValueError as exc:
             raise UnusableFile(run.run_json, str(exc), run.fix_for(run.run_json)) from None
     if rec["arm"] == PAIR:
         return parse_pair_dir(run, rec, info)
     arm = GRAPH if rec["arm"] == GRAPH else EAGER
-    parsed = parse_run(run.logs(), arm=arm, warmup=int(rec["warmup"]), run_info=info, run_id=rec["run_id"])
+    parsed = parse_run(run.logs(), arm=arm, warmup=int(rec["warmup"]), run_info=info, run_id=rec["run_id"],
+                       gate=gate)
     if parsed.summary.seed is None and info.get("seed") is not None:  # an ingest spec's source.seed
         parsed.summary.seed = int(info["seed"])
     write_table(parsed.iterations, run.iterations, "iterations")
-    write_json(run.summary, summary_to_dict(parsed.summary))
+    write_json(run.summary, parsed.summary.to_dict())
     return parsed.summary
 
 
@@ -65,7 +67,7 @@ def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
                                 run_info=seg_info, run_id=pair_run_id(run["run_id"], arm))  # fmt: skip
             parsed.append((seg, p))
             lines += p.summary.provenance_lines
-            records.append(segment_record(seg, summary_to_dict(p.summary)))
+            records.append(segment_record(seg, p.summary.to_dict()))
         arms.append(combine_arm(pair_run_id(run["run_id"], arm), arm, parsed))
     split_cost(arms, float(info.get("wall_s") or 0.0), int(info.get("gpus") or run.get("gpus") or 1))
     frames = [a.iterations for a in arms if len(a.iterations)]

@@ -15,6 +15,7 @@ from graphsweep.report.colours import VERDICT_COLORS
 from graphsweep.report.data import SweepTables, as_number
 
 from graphsweep.report.shapes import fmt_value, shapes
+from graphsweep.report.words import judged_by_fields, reason
 from graphsweep.vocab import AA, INCONCLUSIVE, NEUTRAL, SLOWDOWN, SPEEDUP
 
 
@@ -62,7 +63,7 @@ def heat_color(s: float | None, verdict: str) -> tuple[str, str]:
     return f"#{r:02x}{g:02x}{b:02x}", "#ffffff" if a > 0.5 else "#1f2328"
 
 
-def square(r: pd.Series | None) -> Square | None:
+def square(r: pd.Series | None, fields: bool) -> Square | None:
     if r is None:
         return None
     s = as_number(r.speedup)
@@ -71,12 +72,13 @@ def square(r: pd.Series | None) -> Square | None:
     ring = VERDICT_COLORS[verdict] if verdict in (NEUTRAL, INCONCLUSIVE) else ""
     return Square(cell_anchor(r.cell_id), verdict, bg, fg, ring,
                   prose.speedup_text(r, ci=False) if s is not None else verdict, prose.ci_text(r),
-                  verdict if s is not None else "", str(r.reason or ""))
+                  verdict if s is not None else "", reason(r, fields))
 
 
 def shape_grid(t: SweepTables, axes: list[str]) -> Grid:
     """Speedup of every cell: one row per shape (its axis values in the first columns), one column per variant."""
     c = t.comparison[t.comparison.variant != AA]
+    fields = judged_by_fields(c)
     variants = [str(v) for v in dict.fromkeys(c.variant)]
     sids = list(dict.fromkeys([*shapes(t).get("shape_id", []), *c.shape_id]))
     by = {(r.shape_id, str(r.variant)): r for _, r in c.iterrows()}
@@ -86,13 +88,14 @@ def shape_grid(t: SweepTables, axes: list[str]) -> Grid:
         if sid not in first:  # a shape without a graph cell (only an A/A control)
             continue
         heads = tuple(fmt_value(first[sid].get(a)) for a in axes) or (str(sid),)
-        rows.append((heads, tuple(square(by.get((sid, v))) for v in variants)))
+        rows.append((heads, tuple(square(by.get((sid, v)), fields) for v in variants)))
     return Grid("", "", "", tuple(axes) or ("shape",), tuple(variants), tuple(rows))
 
 
 def heatmaps(t: SweepTables, varying: list[str]) -> list[Grid]:
     """Speedup over the first two varying axes, one grid per variant (and per value of any further axis)."""
     c = t.comparison[t.comparison.variant != AA]
+    fields = judged_by_fields(c)
     ya, xa = varying[0], varying[1]
     rest = varying[2:]
     xs = list(dict.fromkeys(c[xa].map(fmt_value)))
@@ -105,6 +108,6 @@ def heatmaps(t: SweepTables, varying: list[str]) -> list[Grid]:
             key = key if isinstance(key, tuple) else (key,)
             facet = ", ".join(f"{a}={k}" for a, k in zip(rest, key) if k)  # an unset axis: nothing to say
             by = {(fmt_value(r[ya]), fmt_value(r[xa])): r for _, r in g.iterrows()}
-            rows = tuple(((yv,), tuple(square(by.get((yv, xv))) for xv in xs)) for yv in ys)
+            rows = tuple(((yv,), tuple(square(by.get((yv, xv)), fields) for xv in xs)) for yv in ys)
             out.append(Grid(str(variant), facet, f"{ya} \\ {xa}", (), tuple(xs), rows))
     return out

@@ -260,6 +260,7 @@ def _links(ids: list[str], prefix: str, logs: dict[str, str]) -> tuple[LogLink, 
 
 def _cells(t: SweepTables, axes: tuple[str, ...], out_dir: Path) -> tuple[CellRow, ...]:
     logs = _relative_log_paths(t, out_dir)
+    fields = words.judged_by_fields(t.comparison)
     rows, prev = [], None
     for _, r in t.comparison.iterrows():
         timed = r.verdict in TIMING_VERDICTS
@@ -277,7 +278,8 @@ def _cells(t: SweepTables, axes: tuple[str, ...], out_dir: Path) -> tuple[CellRo
             eager_ms=as_number(r.get("eager_step_ms")), graph_ms=as_number(r.get("graph_step_ms")),
             eager_mem_gb=as_number(r.get("eager_mem_gb")), graph_mem_gb=as_number(r.get("graph_mem_gb")),
             mem_delta_gb=as_number(r.get("mem_delta_gb")), headroom_gb=headroom(t, r), graphs=graphs_held(r),
-            reason=words.display_reason(r), aa_note=is_control(r) and timed, reason_full=str(r.get("reason") or ""),
+            reason=words.display_reason(r, fields), aa_note=is_control(r) and timed,
+            reason_full=words.reason(r, fields),
             eager_logs=_links(id_list(r.get("eager_run_ids")), "e", logs),
             graph_logs=_links(id_list(r.get("graph_run_ids")), "a" if is_control(r) else "g", logs),
         ))  # fmt: skip

@@ -81,22 +81,30 @@ def truncate(s: str, n: int) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # A cell's reason in the table
-def short_reason(row: pd.Series | dict[str, Any]) -> str:
-    """The reason without what the table already shows: for a timing verdict, only what its interval does not say
-    (the planning hint, the memory price, thin or coarse data, excluded runs), from the fields (judge/prose.py).
+def judged_by_fields(comparison: pd.DataFrame) -> bool:
+    """Whether a comparison table carries the fields its reasons are made from (schema version 3 on)."""
+    return "paired_outcome" in comparison.columns
 
-    A table judged before schema version 3 has no such fields: its stored sentence is shown as it is.
-    """
-    if row.get("verdict") in TIMING_VERDICTS and as_number(row.get("alpha")) is not None:
+
+def reason(row: pd.Series | dict[str, Any], fields: bool = True) -> str:
+    """A cell's whole sentence, made here from its fields (judge/prose.py), as comparison.parquet stores it; a table
+    judged before schema version 3 (`fields` False) has no such fields: its stored sentence is shown as it is."""
+    return prose.reason(row).strip() if fields else str(row.get("reason") or "").strip()
+
+
+def short_reason(row: pd.Series | dict[str, Any], fields: bool = True) -> str:
+    """The reason without what the table already shows: for a timing verdict, only what its interval does not say
+    (the planning hint, the memory price, thin or coarse data, excluded runs), from the fields (judge/prose.py)."""
+    if row.get("verdict") in TIMING_VERDICTS and fields and as_number(row.get("alpha")) is not None:
         # thin data is marked ¹ next to the figures and explained once under the table, not in every row
         return "; ".join(prose.notes(dict(row, thin=False)))
-    return str(row.get("reason") or "").strip()
+    return reason(row, fields)
 
 
-def display_reason(row: pd.Series | dict[str, Any]) -> str:
+def display_reason(row: pd.Series | dict[str, Any], fields: bool = True) -> str:
     """short_reason, made to fit a table cell: run ids without their shape (a run's own reason is the parser's
     sentence from its fields, e.g. a CUDA OOM's `allocating 20.00 MiB`: nothing here reads a log's text)."""
-    text = short_reason(row)
+    text = short_reason(row, fields)
     sid = str(row.get("shape_id") or "")
     if sid:
         text = text.replace(sid + ".", "")
