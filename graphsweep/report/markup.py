@@ -36,9 +36,9 @@ def code_spans(text: str) -> list[tuple[bool, str]]:
 # report.md
 # What CommonMark / GitHub Markdown read as markup inside a line: a backslash, code, emphasis, table pipes, a `<` that
 # opens raw HTML or an autolink (`<0.001` opens nothing and stays as it is), a `]` that closes a link or an image
-# (`](`, `][`), and an underscore at a word's edge (one inside a word, `moe_router`, is literal in GitHub Markdown and
-# stays readable; so does an interval, `[0.97, 1.61]`).
-_MD_SPECIAL = re.compile(r"[\\`*|]|<(?=[A-Za-z/!?])|\](?=[(\[])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# (`](`, `][`), an underscore at a word's edge (one inside a word, `moe_router`, is literal in GitHub Markdown and
+# stays readable; so does an interval, `[0.97, 1.61]`), and a `&` that starts an entity (`&lt;` is text as written).
+_MD_SPECIAL = re.compile(r"[\\`*|]|<(?=[A-Za-z/!?])|\](?=[(\[])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|&(?=#?\w+;)")
 # ...and what starts a block where a sentence starts a line (the description, a list item): a quote, a heading, a
 # list item, a link reference definition (`[x]: url`, which would make `[x]` anywhere a link)
 _MD_BLOCK = re.compile(r"^(?:[>#\[]|[-+](?=\s))")
