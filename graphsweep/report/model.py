@@ -101,7 +101,7 @@ class ShapeAnswer:
     details: tuple[str, ...]  # what qualifies it
     variant: str  # the choice's ('' without one)
     colour: str  # the choice's badge: a speedup's
-    speedup: str  # the choice's, '1.25×'
+    speedup: str  # the choice's (or the leading undecided variant's), '1.25×'
     ci: str
     steps: str  # 'eager → graph' ms, or the eager step alone
     mem_delta_gb: float | None
@@ -213,6 +213,7 @@ def _answer(t: SweepTables, rec: Recommendation) -> ShapeAnswer:
     ch = rec.choice
     rests_on, details = words.details(rec, t)
     o = rec.overrides
+    shown = ch if ch is not None else rec.leader  # whose speedup the HTML table shows
     if ch is not None:
         steps = words.fmt_pair(ch.get("eager_step_ms"), ch.get("graph_step_ms"))
         steps = steps if "—" not in steps else "—"
@@ -225,7 +226,8 @@ def _answer(t: SweepTables, rec: Recommendation) -> ShapeAnswer:
         command=(rec.to_decide.command or "") if rec.to_decide is not None else "",
         crashes=tuple(words.crash(c) for c in rec.crashed), details=tuple(details),
         variant=str(ch.variant) if ch is not None else "", colour=VERDICT_COLORS[SPEEDUP],
-        speedup=prose.speedup_text(ch, ci=False) if ch is not None else "", ci=prose.ci_text(ch) if ch is not None else "",
+        speedup=prose.speedup_text(shown, ci=False) if shown is not None else "",
+        ci=prose.ci_text(shown) if shown is not None else "",
         steps=steps, mem_delta_gb=as_number(ch.get("mem_delta_gb")) if ch is not None else None,
         paste_what=o.what if ch is not None and o is not None else "",
         paste=o.line if ch is not None and o is not None else "",

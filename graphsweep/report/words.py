@@ -298,8 +298,8 @@ def caveats(t: SweepTables, s: Summary) -> list[str]:
 # Recommendations: a shape's headline, what it rests on, and what qualifies it
 def intro(t: SweepTables) -> str:
     return (f"Per shape: the fastest graph variant whose speedup is decided (its whole {level(t)} interval above "
-            f"1 + {t.margin:g}), with its memory cost and what to paste into the training command; else eager, "
-            "and why.")
+            f"1 + {t.margin:g}) and none of whose runs crashed, with its memory cost and what to paste into the training "
+            "command; else what is known: the leading undecided variant and what would decide it, or why eager stays.")
 
 
 NO_COMMAND = ("the plan does not record this variant's overrides (planned before graphsweep recorded them): see its "
