@@ -1,19 +1,22 @@
 """The records that cross stages: a run (`RunSpec`, its `Variant`), a cell (`Cell`), a preflight `Violation`, the
 `LaunchPlan` of one job (with its one serialisation), a graph's `GraphOverrides`, the launch gate's `GateDecision`,
-and `SpecError`, what a bad spec raises. Their names (outcomes, verdicts, arms) are graphsweep/vocab.py's. Standard
+what a run's log says (`RunSummary`, summary.json), and `SpecError`, what a bad spec raises. Their names (outcomes, verdicts, arms) are graphsweep/vocab.py's. Standard
 library only: the entry module imports it inside the user's container.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.textsafe import ENV_NAME
-from graphsweep.vocab import CONTROL, EAGER, GRAPH, NO_GRAPH, PAIR, pair_run_id
+from graphsweep.vocab import (
+    CONTROL, EAGER, GRAPH, NO_GRAPH, OUTCOMES, PAIR, REGIONS, events_column, ms_column, pair_run_id, wait_column,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,150 @@ class GateDecision:
         if not isinstance(runs, int) or isinstance(runs, bool) or runs < 0:
             raise ValueError(f"gate.eager_runs = {runs!r} is not a count of runs")
         return cls(number("ceiling", True), number("busy_share", True), runs, number("margin", False))
+
+
+@dataclass
+class RunSummary:
+    """What one run's log says (summary.json; graphsweep/parse writes it, the stages after it read it): the outcome,
+    the proving line, the steady window and its figures, memory, capture, launch-boundness, host time by region.
+    One serialisation: to_dict / from_dict (which names the field that is not what this record holds)."""
+
+    outcome: str  # one of vocab.OUTCOMES
+    error_class: str | None = None
+    phase: str | None = None  # one of vocab.PHASES
+    signature: str | None = None  # the proving line (text, trimmed)
+    signature_line: int | None = None
+    signature_file: str | None = None
+    reason: str = ""
+    oom_request: str | None = None
+    n_iterations: int = 0
+    steady_first: int | None = None
+    steady_last: int | None = None
+    steady_n: int = 0
+    steady_reason: str = ""
+    step_ms_median: float | None = None
+    step_ms_mean: float | None = None
+    step_ms_p10: float | None = None
+    step_ms_p90: float | None = None
+    elapsed_resolution_ms: float | None = None  # print step of the elapsed times (0.1 for Megatron's {:.1f})
+    seed: int | None = None  # the training seed the log states (runs of one seed must train the same model)
+    # memory, 1e9-byte GB, max over ranks (docs/tables.md says what each measures and when it is None)
+    peak_mem_gb: float | None = None  # whole-run peak: max mem-max-allocated of the lines from the capture iteration
+    # on (graph) or of all lines (eager); a running peak since process start, so pre-capture peaks are in it
+    peak_mem_before_capture_gb: float | None = None  # max mem-max-allocated of the lines before the capture iteration
+    steady_mem_allocated_gb: float | None = None  # max mem-allocated (current) over the steady window
+    steady_mem_reserved_gb: float | None = None  # max mem-reserved (current, caching allocator) over the steady window
+    steady_mem_peak_gb: float | None = None  # max mem-max-allocated over the steady window, peaks reset after capture
+    capture_seen: bool = False
+    replay_seen: bool = False
+    capture_s: float | None = None  # the capture's own time as Megatron/TE/MCore (or the builtin) reports it
+    capture_iteration_excess_s: float | None = None  # Megatron entry: capture iteration minus a median eager one
+    graphable_layers: int | None = None
+    graphs_captured: int | None = None  # CUDA graphs the run holds (graphed layers for TE scopes): parse/captured.py
+    # launch-boundness (eager arms, graphsweep/parse/busy.py): GPU busy ms per iteration, its share of the steady
+    # median step, and the ceiling step / busy that no graph of this step can beat
+    gpu_busy_ms: float | None = None
+    gpu_busy_share: float | None = None
+    graph_ceiling: float | None = None
+    gpu_busy_note: str | None = None  # why a run that should have measured it did not
+    # where the eager step's host time goes (eager arms, parse/busy.py): rank 0's `[graphsweep] host time:` line,
+    # whole, so its regions add up to its step; to_dict writes host_regions as typed columns per region
+    host_step_ms: float | None = None
+    # region (entry/host_time.py REGIONS) -> (host ms, of which waiting on the GPU, profiler events) per iteration
+    host_regions: dict[str, tuple[float, float | None, float | None]] = field(default_factory=dict)
+    host_time_rank: int | None = None  # the rank whose line it is
+    host_time_ranks: int = 0  # how many ranks printed one
+    host_time_note: str | None = None  # why a run that should have measured it did not
+    transient: str | None = None  # the transient signature's text when the retry policy retries it (docs/failures.md)
+    # extras
+    signature_id: str | None = None  # catalogue id (SIGNATURES)
+    signature_source: str | None = None  # where Megatron/PyTorch/Slurm prints it
+    arm: str = EAGER
+    warmup: int | None = None
+    failed_iteration: int | None = None  # the iteration that was running when the run failed
+    capture_iteration: int | None = None
+    train_iters: int | None = None  # N of "iteration i/N"
+    last_iteration: int | None = None
+    measurement_usable: bool = False  # the steady window can be compared (completed, or timeout after the window)
+    infrastructure: bool = False  # retried by the workflow, never a result
+    end_marker: str | None = None
+    exit_code: int | None = None
+    slurm_state: str | None = None
+    attempt: int | None = None
+    previous_attempts: list[dict] = field(default_factory=list)
+    device: str | None = None
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # what the log says beyond the outcome, for runs.parquet's prov_* and time_* columns (store/tables.py
+    # SUMMARY_NOT_COLUMNS): the training processes' provenance lines (logformat.PROVENANCE), one per (rank, host),
+    # lowest rank first
+    provenance_lines: list[dict] = field(default_factory=list)
+    # the time stamps (the training process's local time, as printed) of the first and the last iteration row
+    first_iteration_stamp: str | None = None
+    last_iteration_stamp: str | None = None
+    # what the run trained and the work of one step (graphsweep/parse/work.py): a cell's arms are compared on them
+    train_config: dict | None = None  # work.TrainConfig.to_record: values, Megatron Core defaults, summary sections
+    train_config_source: str | None = None  # where it was read: the log's summary, config.yaml, or both
+    global_batch: int | None = None  # printed on the steady window's iteration lines
+    seq_length: int | None = None
+    tokens_per_step: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe (NaN and numpy scalars become None / plain numbers); the host time by region as one key per
+        region (`host_attn_ms`, `host_attn_wait_ms`, `host_attn_events`, ...: vocab.ms_column, ...)."""
+        d = asdict(self)
+        regions = d.pop("host_regions") or {}
+        for r in REGIONS:  # typed columns, three per region
+            ms, wait, events = regions.get(r) or (None, None, None)
+            d.update({ms_column(r): ms, wait_column(r): wait, events_column(r): events})
+        return _json_safe(d)  # type: ignore[return-value]
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "RunSummary":
+        """The record as to_dict wrote it (keys it does not know, e.g. a pair arm's run_id, are left out);
+        ValueError naming the field that is not what this record holds."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"{type(d).__name__}, not the record of a run's summary")
+        if d.get("outcome") not in OUTCOMES:
+            raise ValueError(f"outcome = {d.get('outcome')!r} is not one of {', '.join(OUTCOMES)}")
+        kept = {}
+        for f in fields(cls):
+            if f.name in d and f.name != "host_regions":
+                kept[f.name] = _typed(f.name, d[f.name], f.type)
+        regions = {}
+        for r in REGIONS:
+            figures = tuple(_typed(c, d.get(c), "float | None") for c in (ms_column(r), wait_column(r), events_column(r)))
+            if figures[0] is not None:
+                regions[r] = figures
+        return cls(**kept, host_regions=regions)
+
+
+def _json_safe(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        v = v.item()  # numpy scalar
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+_KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,)}
+_KIND_WORDS = {"str": "text", "int": "a whole number", "float": "a number", "bool": "true or false", "list": "a list",
+               "dict": "a mapping"}
+
+
+def _typed(key: str, value: Any, annotation: str) -> Any:
+    """The value of a record's field as its annotation says ('int | None', 'list[str]', ...), or ValueError."""
+    kind = annotation.split(" | ")[0].split("[")[0]
+    if value is None and "None" in annotation:
+        return None
+    ok = isinstance(value, _KINDS[kind]) and (kind == "bool" or not isinstance(value, bool))
+    if not ok:
+        raise ValueError(f"{key} = {value!r} is not {_KIND_WORDS[kind]}")
+    return float(value) if kind == "float" else value
 
 
 # The words of a sweep (design.md): a shape is one point of the axes, a variant a graph setting, a cell shape x

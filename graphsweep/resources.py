@@ -5,7 +5,7 @@ Package data (shipped in the wheel, pyproject.toml package-data; read through im
 graphsweep needs no checkout):
 - ``schemas/sweep.schema.yaml``: the sweep spec's JSON schema, with its defaults;
 - ``schemas/config.schema.yaml``: the workflow's own settings (configs/config.yaml, ``--config``).
-``report/report.css`` ships too; report/html.py reads it beside itself.
+``report/templates/`` ships too: report/render.py loads the report's templates and stylesheet with the package.
 
 Folders: :data:`SOURCE_ROOT` holds the ``graphsweep`` package (a checkout, or site-packages of an installed one);
 :func:`workflow_dir` is the checkout whose Snakefile runs sweeps. Standard library only: the ground floor, which the

@@ -72,6 +72,34 @@ RESERVED_VARIANT_NAMES = (EAGER, AA)
 NO_GRAPH = "none"  # the impl of the eager variant (plan.parquet `impl`; Megatron's cuda_graph_impl none)
 INGEST = "ingest"  # run.json `executor` of a run made elsewhere and ingested from its logs (graphsweep/run/ingest.py)
 
+# --------------------------------------------------------------------------------------------------
+# Where an eager step's host time goes (graphsweep/entry/host_time.py measures it, the parser records it, the judge
+# and the report read it): the regions in the order a transformer layer runs them ("outside" is what no annotation
+# covers), and the columns of each
+ATTN, MLP, ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER, OPTIMIZER, OUTSIDE = (
+    "attn", "mlp", "moe_router", "moe_preprocess", "dispatch", "experts", "moe_other", "optimizer", "outside")
+REGIONS = (ATTN, MLP, ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER, OPTIMIZER, OUTSIDE)
+
+
+def ms_column(region: str) -> str:
+    """runs.parquet's column of a region's host ms per iteration (graphsweep/parse, docs/tables.md)."""
+    return f"host_{region}_ms"
+
+
+def wait_column(region: str) -> str:
+    """runs.parquet's column of a region's host ms per iteration spent waiting on the GPU (of its ms_column)."""
+    return f"host_{region}_wait_ms"
+
+
+def events_column(region: str) -> str:
+    """runs.parquet's column of a region's profiler events per iteration."""
+    return f"host_{region}_events"
+
+
+def share_column(region: str) -> str:
+    """comparison.parquet's column of a region's share of the eager step's host time (graphsweep/judge/host.py)."""
+    return f"host_{region}_share"
+
 
 def pair_run_id(job_run_id: str, arm: str) -> str:
     """Id of one measured arm of a pair job (a row of runs.parquet): `{cell_id}.pair.r{k}.{arm}`."""

@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from graphsweep.judge import prose
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.work import given_config
 from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, SUMMARY_NOT_COLUMNS, read_table, write_table
@@ -394,7 +393,7 @@ def reparsed_sweep(sweep: Path, dest: Path, logs: dict[str, Path]) -> tuple[Path
         cfg = yaml.safe_load((sweep / "runs" / rid / "config.yaml").read_text())
         arm = GRAPH if cfg["run"]["arm"] == GRAPH else EAGER
         parsed = parse_run([log], arm=arm, warmup=int(cfg["run"]["warmup"]), run_id=rid, given=given_config(cfg))
-        rows[rid].update({k: v for k, v in summary_to_dict(parsed.summary).items() if k not in SUMMARY_NOT_COLUMNS})
+        rows[rid].update({k: v for k, v in parsed.summary.to_dict().items() if k not in SUMMARY_NOT_COLUMNS})
         its = pd.concat([its[its.run_id != rid], parsed.iterations], ignore_index=True)
     dest.mkdir(parents=True, exist_ok=True)
     write_table(pd.DataFrame(list(rows.values())), dest / "runs.parquet", "runs")

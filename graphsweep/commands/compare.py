@@ -31,7 +31,6 @@ from graphsweep.commands import plain
 from graphsweep.judge import interval as iv
 from graphsweep.judge import prose
 from graphsweep.judge.compare import family_gate, judge_runs, one_look
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.sweepspec.load import block_defaults, schema_default
 from graphsweep.vocab import AA, COMPLETED, EAGER, GRAPH
@@ -126,7 +125,7 @@ def parsed_runs(paths: list[str], arm: str, warmup: int) -> tuple[pd.DataFrame, 
     rows, its = [], []
     for path in paths:
         parsed = parse_run([Path(path)], arm=arm, warmup=warmup, run_id=path)
-        rows.append({**summary_to_dict(parsed.summary), "run_id": path})
+        rows.append({**parsed.summary.to_dict(), "run_id": path})
         its.append(parsed.iterations.assign(run_id=path))
     return pd.DataFrame(rows), its
 

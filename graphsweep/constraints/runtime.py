@@ -17,6 +17,14 @@ def _c(id: str, needle: str, source: str, summary: str, at: str = CONFIG) -> Con
 UNLAUNCHABLE = Constraint("unlaunchable", "the run's settings make no valid launch (layout, recipe, owned keys)",
                           "graphsweep", None, (), NEVER)
 
+# A graph arm whose jobs would run on a machine without a CUDA device (the local executor on a CPU): blocked at plan
+# time by the workload (workloads/builtin.py no_cuda_here), 0 GPU-seconds; its eager arm runs
+NO_CUDA = Constraint(
+    "no_cuda_here", "CUDA graphs need a CUDA device, and the executor runs its jobs on a machine without one",
+    "graphsweep: plan time, /proc/driver/nvidia/version missing or CUDA_VISIBLE_DEVICES empty", None, (), NEVER,
+    advice="what the graphs measure on a GPU: the committed H200 report of the builtin sweep, "
+           "`results/examples/h200-builtin/report.html` in the graphsweep repository")
+
 # `preflight: megatron`: Bridge's own validator refused a run (graphsweep/workloads/bridge_check.py), by outcome
 BRIDGE_VALIDATOR = {
     outcome: Constraint(f"bridge_{outcome}", summary, "Megatron Bridge runtime_config_update (preflight: megatron)",
@@ -28,6 +36,7 @@ BRIDGE_VALIDATOR = {
 
 RUNTIME_ONLY: tuple[Constraint, ...] = (
     UNLAUNCHABLE,
+    NO_CUDA,
     *BRIDGE_VALIDATOR.values(),
     _c("perf_harness_impl_choice", "invalid is_cuda_graph_impl_valid value",
        "Bridge scripts/performance/argument_parser.py (docs/megatron-facts.md §3.2)", "the perf harness knows none, local, transformer_engine",

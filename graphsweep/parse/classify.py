@@ -104,6 +104,7 @@ class Ctx:
     hits: list[Hit]  # the signature hits that count (teardown noise after a clean end removed)
     ended: bool  # an end-of-training or data-exhausted marker
     exited_ok: bool  # the job says it exited cleanly (or, without run.json, no process said it died after the end)
+    gate: GateDecision | None = None  # the launch gate's decision run.json records (read once, by its reader)
     proof: Hit | None = None  # the hit the deciding rule chose
 
     def pick(self, *rules: str) -> Hit | None:
@@ -179,7 +180,8 @@ _BLOCKED_WHAT = {"no_cuda": "no CUDA device", "launch_error": "launch rejected",
 
 def _launch_gate(c: Ctx) -> RunSummary | None:
     """run.json's gate record (records.GateDecision, written by graphsweep/run/gate.py): no job ran."""
-    if c.info.get("gate") is None or not (g := GateDecision.from_dict(c.info["gate"])).skip:
+    g = c.gate
+    if g is None or not g.skip:
         return None
     return c.fail(BLOCKED, sg.LAUNCH_GATE_CLASS, None, f"not run (the launch gate): the GPU is busy {g.busy_share:.0%} "
                   f"of an eager step ({g.eager_runs} eager run(s)): no graph of this step can be faster than "
@@ -495,10 +497,10 @@ def rules_table() -> str:
 
 # --------------------------------------------------------------------------------------------------
 def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | None, min_steady: int,
-             previous: list[dict] | None = None) -> RunSummary:
+             previous: list[dict] | None = None, gate: GateDecision | None = None) -> RunSummary:
     """Apply RULES, then the teardown rule and the retry policy (module docstring). `previous`: earlier attempts with
-    their evidence."""
-    c = _context(ev, arm, warmup, run_info, min_steady, previous)
+    their evidence; `gate`: the launch gate's decision, when run.json records one."""
+    c = replace(_context(ev, arm, warmup, run_info, min_steady, previous), gate=gate)
     s = next(out for rule in RULES if (out := rule.decide(c)) is not None)
     if s.phase == TEARDOWN and s.outcome not in (COMPLETED, INVALID, UNPARSEABLE, *INFRA_OUTCOMES):
         s.failed_iteration = None

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from graphsweep import logformat as lf
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.vocab import OUTCOME_SEVERITY, UNPARSEABLE, USABLE_OUTCOMES
 
 
@@ -91,7 +90,7 @@ def combine_arm(run_id: str, arm: str, parsed: Sequence[tuple[Segment, Any]]) ->
         return ArmOfPair(run_id, arm, [], summary, pd.DataFrame({"run_id": pd.Series(dtype=str)}))
     frames, sums, offset, steady_ms = [], [], 0, []
     for seg, p in parsed:
-        s = summary_to_dict(p.summary)
+        s = p.summary.to_dict()
         sums.append(s)
         it = p.iterations.copy()
         it["segment"] = seg.label

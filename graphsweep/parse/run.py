@@ -27,6 +27,7 @@ from graphsweep.parse.classify import classify
 from graphsweep.parse.records import Evidence, Mark, RunSummary
 from graphsweep.parse.scan import FileScan, scan_file
 from graphsweep.parse.window import MIN_STEADY
+from graphsweep.records import GateDecision
 from graphsweep.store.tables import ITERATION_COLUMNS
 from graphsweep.vocab import EAGER, GRAPH
 
@@ -283,16 +284,17 @@ def _previous(run_info: Mapping | None) -> list[dict]:
 
 def parse_run(paths: Sequence[Path | str], *, arm: str = EAGER, warmup: int | None = None,
               run_info: Mapping | None = None, run_id: str = "", min_steady: int = MIN_STEADY,
-              given: Mapping[str, str] | None = None) -> ParsedRun:
+              given: Mapping[str, str] | None = None, gate: GateDecision | None = None) -> ParsedRun:
     """Parse every log file of one run (chronological order) and classify it. Never raises for content. `given`: what
-    its config.yaml gave it (parse/work.py given_config), for the configuration keys its log does not print."""
+    its config.yaml gave it (parse/work.py given_config), for the configuration keys its log does not print; `gate`:
+    the launch gate's decision that run.json records (its reader turns it into the record, once)."""
     if arm not in (EAGER, GRAPH):
         raise ValueError(f"arm must be 'eager' or 'graph', got {arm!r}")
     scans = [scan_file(p) for p in paths]
     df = _frame(scans, run_id)
     ev = _evidence(scans, df)
     summary = classify(ev, arm=arm, warmup=warmup, run_info=run_info, min_steady=min_steady,
-                          previous=_previous(run_info))
+                          previous=_previous(run_info), gate=gate)
     summary.provenance_lines = ev.provenance
     summary.first_iteration_stamp, summary.last_iteration_stamp = _stamps(df)
     work.record(summary, work.of_run(paths, df, summary.steady_first, summary.steady_last, given))

@@ -38,6 +38,7 @@ class SweepTables:
     confidence: float
     sweep: str
     description: str = ""
+    continue_command: str = ""  # the one command that continues the sweep (comparison metadata, the decision loop)
 
 
 def _extra(path: Path) -> dict[str, Any]:
@@ -69,6 +70,7 @@ def load_tables(plan: Path, runs: Path, iterations: Path, comparison: Path) -> S
     return SweepTables(
         plan=p, runs=r, iterations=it, comparison=c.reset_index(drop=True), axes=axes, margin=float(margin),
         confidence=1 - float(alpha), sweep=str(sweep), description=str(spec.get("description") or ""),
+        continue_command=str(cx.get("continue_command") or ""),
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import yaml
 
 from graphsweep.layout import JobsDir, RunDir
 from graphsweep.fileio import UnusableFile, read_json, read_text, write_text
+from graphsweep.records import RunSummary
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: a sweep has thousands of configs
 
@@ -62,12 +63,19 @@ def read_run_info(run: RunDir) -> dict[str, Any]:
 
 
 def read_summary(run: RunDir, pair: bool = False) -> dict[str, Any]:
-    """summary.json: what the log says (a pair job's holds its two arms under `arms`)."""
+    """summary.json: what the log says, every field as records.RunSummary holds it (a pair job's holds its two arms,
+    each such a record, under `arms`)."""
     fix = run.fix_for(run.summary)
     summary = read_json(run.summary, fix, required=("outcome", "arms") if pair else ("outcome",))
     if pair and not (isinstance(summary["arms"], dict) and all(isinstance(a, dict) and "run_id" in a
                                                                for a in summary["arms"].values())):  # fmt: skip
         raise UnusableFile(run.summary, "its 'arms' are not the per-arm records graphsweep writes", fix)
+    records = {f"arms.{arm}.": a for arm, a in summary["arms"].items()} if "arms" in summary else {"": summary}
+    for where, record in records.items():
+        try:
+            RunSummary.from_dict(record)
+        except ValueError as exc:
+            raise UnusableFile(run.summary, f"{where}{exc}", fix) from None
     return summary
 
 

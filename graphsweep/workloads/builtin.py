@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from graphsweep.constraints.runtime import NO_CUDA
 from graphsweep.entry.builtin_settings import REQUIRED, SCOPES, SETTINGS, TRAINER, setting_problem, shape_problem
 from graphsweep.entry.affinity import ENV as PIN_CPUS_ENV
 from graphsweep.workloads.base import RunCost
@@ -75,7 +76,7 @@ def needs_cuda(run: RunSpec) -> bool:
 
 # The NVIDIA kernel driver's file: torch.cuda.is_available() is False on a machine without it, whatever is installed.
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
-NO_CUDA_HERE = "no_cuda_here"  # plan.parquet rule_id of a graph arm blocked at plan time (planner.plan_sweep)
+NO_CUDA_HERE = NO_CUDA.id  # plan.parquet rule_id of a graph arm blocked at plan time (planner.plan_sweep)
 
 
 def cuda_here() -> bool:

@@ -353,6 +353,10 @@ DAMAGED = {
     "run.json a list": (lambda p: _write_bytes(_eager(p).run_json, b"[1, 2]"), ["holds a JSON list"], False),
     "summary.json empty": (lambda p: _write_bytes(_eager(p).summary, b""), ["empty", "parses run"], True),
     "summary.json binary": (lambda p: _write_bytes(_eager(p).summary, b"\xff\xfe\x00"), ["not UTF-8"], True),
+    # a field records.RunSummary holds as a count, written as text (by hand, or by another tool)
+    "summary.json field": (lambda p: _damage(_eager(p).summary, lambda f: f.write_text(
+        f.read_text().replace('"steady_n": ', '"steady_n": "many", "was": '))), ["steady_n = 'many' is not a whole number"],
+        True),
     "run iterations garbage": (lambda p: _write_bytes(_eager(p).iterations, b"PAR1xx"), ["not a readable Parquet"],
                                True),
     "config.yaml not YAML": (lambda p: _write_bytes(_eager(p).config, b"run: [\n"), ["not valid YAML"], False),

@@ -80,7 +80,8 @@ def test_the_wheel_installs_and_validates_a_spec_outside_the_repository(tmp_path
     (wheel,) = dist.glob("graphsweep-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"graphsweep/schemas/sweep.schema.yaml", "graphsweep/schemas/config.schema.yaml",
-            "graphsweep/report/report.css"} <= set(names)
+            "graphsweep/report/templates/report.css", "graphsweep/report/templates/report.html.j2",
+            "graphsweep/report/templates/report.md.j2"} <= set(names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--quiet", "install", str(wheel)], check=True, timeout=600)

@@ -27,8 +27,8 @@ from graphsweep.judge import prose
 from graphsweep.judge import verdict as vd
 from graphsweep.logformat import loss_broken_from
 from graphsweep.parse.run import parse_run
-from graphsweep.report.data import cost_accounting, load_tables, summarize
-from graphsweep.report.markdown import render_markdown
+from graphsweep.report.data import load_tables
+from graphsweep.report.write import markdown_of
 from graphsweep.vocab import BASELINE_FAILED, EAGER, GRAPH, INVALID, SPEEDUP, UNVERIFIED
 from tests.support import ROOT
 
@@ -152,7 +152,7 @@ def test_a_broken_baseline_is_said_in_the_recommendations_headline(tmp_path: Pat
     assert set(cmp.loc[cmp.shape_id == "s512-ca7740", "verdict"]) == {BASELINE_FAILED}
     t = load_tables(DENSE / "plan.parquet", DENSE / "runs.parquet", tmp_path / "iterations.parquet",
                     tmp_path / "comparison.parquet")
-    md = render_markdown(t, cost_accounting(t), summarize(t))
+    md = markdown_of(t)
     line = next(x for x in md.splitlines() if x.startswith("- **model.seq_length=512**"))
     assert line.startswith("- **model.seq_length=512**: **no recommendation: broken baseline**: "
                            "the eager baseline is broken: eager run s512-ca7740.eager.r1's lm loss is NaN/Inf from "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from graphsweep.parse import signatures as oc
-from graphsweep.parse.records import RunSummary, summary_to_dict
+from graphsweep.records import RunSummary
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.signatures import find_transient
 from tests.support import LOGS
@@ -408,5 +408,5 @@ def test_restart_files_merge_by_iteration(tmp_path: Path) -> None:
 
 def test_summary_json_roundtrip(tmp_path: Path) -> None:
     s = parse_lines(tmp_path, HEAD + body(3) + CAPTURE[:1] + [REFERENCE_LINES[0][0].encode()])
-    d = json.loads(json.dumps(summary_to_dict(s), allow_nan=False))
+    d = json.loads(json.dumps(s.to_dict(), allow_nan=False))
     assert d["phase"] == "capture" and d["oom_request"] == "1.54 GiB"

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from graphsweep import cli
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import ParsedRun, parse_run
 from graphsweep.parse.scan import scan_file
 from graphsweep.parse.signatures import find_transient
@@ -163,7 +162,7 @@ def test_iterations_frame_schema_and_parquet(tmp_path: Path) -> None:
 
 
 def test_summary_is_json_safe() -> None:
-    d = summary_to_dict(run("megatron-h200/oom.log", "eager").summary)
+    d = run("megatron-h200/oom.log", "eager").summary.to_dict()
     assert json.loads(json.dumps(d, allow_nan=False))["outcome"] == "oom"
 
 

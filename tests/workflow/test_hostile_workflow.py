@@ -1,6 +1,8 @@
 """Issue 29 through real Snakemake runs: a hostile spec or workflow setting stops the workflow with one line before
 anything is planned or submitted; a run folder linked out of the results is refused before a job writes through it;
-and Ctrl-C as the last jobs finish says the sweep is done, not that it stopped before its end.
+and Ctrl-C as the last jobs finish says the sweep is done, not that it stopped before its end. Issue 38 item 6: a crash
+line and an ingested folder name reach report.md and report.html as text, no link live, every control character
+spelled out.
 
 The in-process half (every case of the CLI): tests/house/test_hostile_input.py. The Slurm half:
 tests/slurm/test_slurm_settings.py.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,9 +22,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from markdown_it import MarkdownIt
 
+from graphsweep.cli import main as cli_main
 from graphsweep.layout import SweepPaths
-from tests.support import ROOT, copy_workflow, snakemake
+from graphsweep.textsafe import CONTROL
+from tests.support import BY_HAND, LOGS, ROOT, chromium, copy_workflow, run_chromium, snakemake
 
 pytestmark = [pytest.mark.slow, pytest.mark.snakemake]
 
@@ -175,3 +181,75 @@ def test_ctrl_c_as_the_last_job_finishes_says_the_sweep_is_done(finished, tmp_pa
     again = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "[graphsweep] submitted" not in again.stderr, again.stderr[-3000:]
     assert "graphsweep: sweep 'default' done: 12 cells: 12 blocked" in again.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 38 item 6: text reaches a reader raw. An ingested sweep whose graph log dies on a line carrying a Markdown link,
+# a bare address and terminal escapes, and whose other graph arm lies in a folder named like a link with an escape.
+HOSTILE = "[click](javascript:alert(1)) www.evil.example \x1b]0;owned\x07\x1b[31m"
+HOSTILE_FOLDER = "[click](javascript:alert(2))\x1b[31m"
+# What GitHub's autolink extension turns into a link in text: a URL, a `www.` address, an e-mail address
+BARE_LINK = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|\bwww\.|[\w.+-]+@[\w-]+\.\w")
+
+
+def _crashing_graph_log(dest: Path) -> None:
+    """The real TE attn log (tests/fixtures/logs/megatron-h200), cut after iteration 20 as a dying job's log ends, with
+    the traceback of a CUDA fault whose message carries the hostile text."""
+    lines = (LOGS / "megatron-h200" / "te_attn.log").read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if re.search(r"iteration +20/", line))
+    dest.write_text("".join(lines[:cut + 1]) + "[rank0]: Traceback (most recent call last):\n"
+                    '[rank0]:   File "/opt/Megatron-Bridge/pretrain.py", line 10, in <module>\n'
+                    f"[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered {HOSTILE}\n")
+
+
+@pytest.fixture(scope="module")
+def hostile_reports(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile-text")
+    nemo, odd = root / "logs" / "nemo", root / "logs" / HOSTILE_FOLDER
+    nemo.mkdir(parents=True)
+    odd.mkdir()
+    for k in (1, 2):
+        shutil.copyfile(LOGS / "megatron-h200" / "eager.log", nemo / f"eager-{k}.log")
+        shutil.copyfile(LOGS / "megatron-h200" / "local_full.log", odd / f"local_full-{k}.log")
+    shutil.copyfile(LOGS / "megatron-h200" / "te_attn.log", nemo / "te_attn-1.log")
+    _crashing_graph_log(nemo / "te_attn-2.log")
+    spec = {**BY_HAND, "sweep": "hostile-text", "description": "by hand [x](javascript:alert(3)) <img src=x>",
+            "source": {"logs": str(root / "logs"),
+                       "pattern": r"(?P<prov_container>[^/]+)/(?P<variant>eager|te_attn|local_full)-(?P<repeat>\d)\.log"},
+            "variants": BY_HAND["variants"][:2], "repeats": 2}
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert cli_main(["ingest", str(root / "spec.yaml"), "--results", str(root / "results")]) == 0
+    return root / "results" / "hostile-text"
+
+
+def test_a_crash_line_and_a_folder_name_reach_report_md_as_inert_text(hostile_reports):
+    md = (hostile_reports / "report.md").read_text()
+    assert not CONTROL.search(md.replace("\n", ""))  # no escape, no bell: spelled out
+    assert "\\\\x1b]0;owned\\\\x07\\\\x1b[31m" in md  # `\x1b` as text (its backslash escaped for Markdown)
+    # the crashed run is named in its shape's headline, with its cause: the line it died on
+    headline = next(line for line in md.splitlines() if line.startswith("- **model.seq_length=1024**"))
+    assert "not te_attn: its run " in headline and "an illegal memory access was encountered [click\\](javascript" \
+        in headline
+    assert "graph [click\\](javascript:alert(2))\\\\x1b[31m" in md  # the folder name, in the not-comparable reason
+    # what a Markdown renderer makes of it: not one link, no HTML, and every bare address in a code span
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
+    assert not [c for c in inline if c.type in ("link_open", "image", "html_inline")]
+    assert not [t for t in tokens if t.type == "html_block"]
+    assert not [c.content for c in inline if c.type == "text" and BARE_LINK.search(c.content)]
+    assert "www.evil.example" in [c.content for c in inline if c.type == "code_inline"]
+
+
+@pytest.mark.chromium
+def test_a_crash_line_and_a_folder_name_reach_report_html_as_text(hostile_reports, tmp_path):
+    page = (hostile_reports / "report.html").read_text()
+    assert not CONTROL.search(page.replace("\n", ""))
+    # a title attribute and a cell: the escapes spelled out, the link text
+    assert 'title="not comparable: the runs of this cell differ in container: eager nemo vs graph ' \
+           '[click](javascript:alert(2))\\x1b[31m' in page
+    assert "<img" not in page.split("<svg", 1)[0].replace("&lt;img", "")
+    res = run_chromium(chromium(), tmp_path / "profile", "--dump-dom", (hostile_reports / "report.html").as_uri())
+    assert res.returncode == 0, res.stderr[-2000:]
+    hrefs = re.findall(r'<a [^>]*href="([^"]*)"', res.stdout)
+    assert hrefs and all(h.startswith(("runs/", "#")) for h in hrefs), hrefs  # logs and cells: nothing else
+    assert 'class="crashed">not te_attn: its run ' in res.stdout and "owned\\x07" in res.stdout
