@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import subprocess
 
 from rich.table import Table
 
@@ -38,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "at most the spec's decide.horizon)")
     p.add_argument("--results", default="results", help="results folder of the workflow (default: results)")
     p.add_argument("--dry-run", action="store_true", help="print what would be added; write nothing")
+    p.add_argument("--run", action="store_true",
+                   help="then run the workflow command that continues the loop (the command the report names)")
 
 
 def continue_command(spec: Spec, results: str) -> str:
@@ -110,9 +113,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     why = ", ".join(f"{n.cell_id} needs about {n.need}" for n in needs if n.need)
     rp.write_raise(paths.extra_repeats, spec.name, target, why or "more-repeats --max-repeats")
-    console.print(plain(f"wrote {paths.extra_repeats}; continue with: {continue_command(spec, args.results)}"),
-                  soft_wrap=True)
-    return 0
+    command = continue_command(spec, args.results)
+    if not args.run:
+        console.print(plain(f"wrote {paths.extra_repeats}; continue with: {command}"), soft_wrap=True)
+        return 0
+    console.print(plain(f"wrote {paths.extra_repeats}; running: {command}"), soft_wrap=True)
+    try:  # the workflow's own command line, its output straight to this terminal
+        return subprocess.run(shlex.split(command), check=False).returncode
+    except FileNotFoundError:
+        err.print(plain(f"graphsweep: snakemake is not on PATH here: run {command} where the workflow runs"))
+        return 2
 
 
 def _ingest_to(spec: Spec, repeats: int) -> Spec:

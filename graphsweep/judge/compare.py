@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -441,9 +442,19 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path,
         plan = plan.assign(look=1)
     sj = judge_sweep(plan, runs, by_run, margin=margin, spec=spec, decide=decide, loop_over=loop_over)
     df = finish_rows(sj, plan, runs)
-    write_table(df, out, "comparison", extra={"margin": margin, "paired": paired, "decide": decide,
-                                              "spec_path": spec_path})
+    undecided = bool(len(df)) and df.loop_status.isin([LOOP_BUDGET, LOOP_LIVE]).any()
+    results = Path(out).parent.parent  # results/{sweep}/comparison.parquet
+    write_table(df, out, "comparison", extra={
+        "margin": margin, "paired": paired, "decide": decide, "spec_path": spec_path,
+        "continue_command": continue_command(spec_path, results, ingest="source" in spec) if undecided else ""})
     return df
+
+
+def continue_command(spec_path: str, results: str | Path, ingest: bool = False) -> str:
+    """The one command that takes an undecided sweep on: more-repeats raises the decision loop's budget and runs the
+    workflow (commands/more_repeats.py); for ingested logs it lists the jobs to run where the logs came from."""
+    return shlex.join(["graphsweep", "more-repeats", *([] if ingest else ["--run"]), "--results", str(results),
+                       spec_path])
 
 
 def finish_rows(sj: SweepJudgement, plan: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

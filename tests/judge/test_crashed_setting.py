@@ -21,8 +21,8 @@ import pytest
 from graphsweep.cli import main as graphsweep
 from graphsweep.judge import compare as jc
 from graphsweep.judge import verdict as vd
-from graphsweep.report.data import cost_accounting, load_tables, summarize
-from graphsweep.report.markdown import render_markdown
+from graphsweep.report.data import load_tables
+from graphsweep.report.write import markdown_of
 from graphsweep.vocab import FAILED, SPEEDUP
 from tests.support import ROOT, reparsed_sweep
 
@@ -90,7 +90,7 @@ def test_the_workflow_fails_it_and_the_recommendation_moves_on(tmp_path: Path) -
     assert list(cell.crashed_run_ids) == [f"{LB}.full_iteration.r3"] == [cell.failure_run_id]
     assert cell.failure_class == "illegal_memory_access" and "illegal memory access" in cell.failure_detail
     t = load_tables(BUILTIN / "plan.parquet", runs, its, out)
-    md = render_markdown(t, cost_accounting(t), summarize(t))
+    md = markdown_of(t)
     shape = next(x for x in md.splitlines() if x.startswith("- **") and "hidden=256" in x)
     assert "use full_iteration" not in shape, shape
 

@@ -25,8 +25,8 @@ from graphsweep.judge import compare as jc
 from graphsweep.judge import verdict as vd
 from graphsweep.judge import work as jw
 from graphsweep.judge.verdict import ArmRun, judge_cell
-from graphsweep.report.data import cost_accounting, load_tables, summarize
-from graphsweep.report.markdown import render_markdown
+from graphsweep.report.data import load_tables
+from graphsweep.report.write import markdown_of
 from graphsweep.records import SpecError
 from graphsweep.store.tables import read_table, table_info, write_table
 from graphsweep.sweepspec.load import load_spec
@@ -143,7 +143,7 @@ def test_a_graph_arm_that_ran_half_the_global_batch_is_never_recommended(tmp_pat
     assert cell.verdict == NOT_COMPARABLE and list(cell.not_comparable_fields) == [jw.GLOBAL_BATCH]
     assert "global batch size (its iteration lines): eager 4 vs graph 2" in cell.reason
     t = load_tables(BUILTIN / "plan.parquet", runs, its, out)
-    md = render_markdown(t, cost_accounting(t), summarize(t))
+    md = markdown_of(t)
     assert "use attn" not in md
     # allowed to differ, the batch is not a difference: the speedup is still beyond what any graph of this step can win
     plan = with_plan_spec(BUILTIN, tmp_path / "allowed", arms_may_differ=[jw.GLOBAL_BATCH])
@@ -152,7 +152,7 @@ def test_a_graph_arm_that_ran_half_the_global_batch_is_never_recommended(tmp_pat
     assert cell.ci_low > cell.graph_ceiling and round(cell.graph_ceiling, 3) == 1.054
     assert cell.reason.startswith("impossible: 1.98× [") and "a graph can win up to 1.05x" in cell.reason
     t = load_tables(plan, runs, its, out)
-    assert "use attn" not in render_markdown(t, cost_accounting(t), summarize(t))
+    assert "use attn" not in markdown_of(t)
 
 
 def test_graphsweep_compare_says_the_same_of_the_half_batch_logs(tmp_path: Path,
