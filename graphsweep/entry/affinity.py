@@ -7,8 +7,9 @@ dataloader workers and whatever else runs on the node, and its step time wanders
 "Quieter jobs" has the H200 figures). Both arms of a cell are pinned the same way (the workload sets
 GRAPHSWEEP_PIN_CPUS in both commands' environment), and the job's log says where each went.
 
-The cores are the rank's share of what the job may use (os.sched_getaffinity: Slurm's --cpu-bind, a container's
-cpuset, or the whole machine), split evenly among the node's ranks (LOCAL_WORLD_SIZE) in order. Linux only; where
+The cores are the rank's share of what the job may use (GRAPHSWEEP_CPUS when set, a cpulist such as 0-11, for a
+machine whose other cores run the controller; else os.sched_getaffinity: Slurm's --cpu-bind, a container's cpuset,
+or the whole machine), split evenly among the node's ranks (LOCAL_WORLD_SIZE) in order. Linux only; where
 affinity cannot be set, nothing is pinned and the line says why. Standard library only: it runs inside the job.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from graphsweep import logformat as lf
 
 ENV = "GRAPHSWEEP_PIN_CPUS"  # "1": pin (the workload sets it for both arms of a quiet sweep)
+CPUS_ENV = "GRAPHSWEEP_CPUS"  # the cores the job may use, as a cpulist ("0-11"), where no scheduler gives it a set
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,19 @@ def plan(allowed: list[int], local_rank: int = 0, local_ranks: int = 1) -> Pinni
     return Pinning(main, tuple(c for c in mine[:-1] if c != main), (mine[-1],))
 
 
+def cpulist(text: str) -> list[int]:
+    """Cores of a Linux cpulist ("0-3,8,10-11"); [] for an empty or malformed one."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            if part.strip():
+                lo, _, hi = part.strip().partition("-")
+                out += range(int(lo), int(hi or lo) + 1)
+    except ValueError:
+        return []
+    return sorted(set(out))
+
+
 def wanted(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
     return environ.get(ENV) == "1"
 
@@ -69,7 +84,8 @@ def start() -> Pinning | None:
         return None
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("SLURM_NTASKS_PER_NODE", "1")) or 1)
-    pinning = plan(sorted(os.sched_getaffinity(0)), local_rank, local_ranks)
+    given = cpulist(os.environ.get(CPUS_ENV, ""))
+    pinning = plan(sorted(given or os.sched_getaffinity(0)), local_rank, local_ranks)
     if pinning is not None:
         try:
             os.sched_setaffinity(0, pinning.others)
