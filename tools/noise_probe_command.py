@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graphsweep.entry.affinity import ENV as PIN_CPUS_ENV  # noqa: E402
 from graphsweep.sweepspec.load import load_spec  # noqa: E402
+from graphsweep.vocab import PYTHON  # noqa: E402
 from graphsweep.workloads.registry import launch_plan  # noqa: E402
 
 ENTRY = "graphsweep/entry/megatron_entry.py"
@@ -36,6 +37,8 @@ def main() -> int:
     at = next(i for i, a in enumerate(plan.argv) if a.endswith(ENTRY))
     argv = [*plan.argv[:at], str(Path(__file__).resolve().parent / "noise_probe.py"), "--block", str(args.block),
             *plan.argv[at + 1:]]
+    if argv[0] == PYTHON:  # the plan's "python" is the job's interpreter (run/job.py): here, this one
+        argv[0] = sys.executable
     env = {**plan.env, PIN_CPUS_ENV: "1"}
     print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
     return 0
