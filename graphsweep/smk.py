@@ -232,3 +232,8 @@ def slurm_profile_problem(config: Any) -> str | None:
         if problem := textsafe.sbatch_option_problem(str(option), spec=False):
             return f"key '{where}' = {value!r}: {problem}"
     return None
+
+
+def setting_on(value: object) -> bool:
+    """A yes/no workflow setting as typed on the command line (`--config rounds=false` gives the text "false")."""
+    return value if isinstance(value, bool) else str(value).strip().lower() not in ("0", "false", "no", "off")

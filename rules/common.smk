@@ -13,7 +13,7 @@ from graphsweep.plan.repeats import RepeatsError
 from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
-from graphsweep.smk import config_problem, refuse, unsafe_setting
+from graphsweep.smk import config_problem, refuse, setting_on, unsafe_setting
 from graphsweep.layout import SweepPaths
 from graphsweep.records import SpecError
 from graphsweep.vocab import PAIR
@@ -83,6 +83,11 @@ def get_run_record(wildcards):
     the runs whose command or settings changed (its params trigger), and keeps them as they ran with
     `--rerun-triggers mtime`."""
     return get_planned(wildcards).config()
+
+
+def get_rounds(wildcards):
+    """Whether the decision loop may submit new rounds (`--config rounds=false`: it judges the runs there are)."""
+    return setting_on(config["rounds"])
 
 
 def get_results(wildcards):

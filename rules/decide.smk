@@ -13,5 +13,6 @@ checkpoint look:
     localrule: True
     params:
         sweep_dir=get_sweep_dir,
+        rounds=get_rounds,  # --config rounds=false: judge the runs there are, submit no new round
     script:
         "../scripts/look.py"

@@ -1,8 +1,8 @@
 # The plan job writes plan.parquet: every run of the sweep (to the decision loop's budget) with the look that first
 # needs it, its command, preflight verdict and estimate. It plans the sweep again from the spec as the controller did
 # and writes it only when the two agree (the digest param: a changed command, a run newly blocked or a new estimate
-# writes the plan again). The runs wait for it (so that it plans before any run of this invocation finished) but never
-# rerun for it (ancient): each run's launch record is its own rule's params (rules/run.smk).
+# writes the plan again). No run reads plan.parquet (a job whose input is written again runs again: every run would):
+# each run's launch record is its own rule's params (rules/run.smk); the looks read it.
 rule plan:
     input:
         spec=config["spec"],

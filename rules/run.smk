@@ -7,9 +7,6 @@ if not is_ingest():
 
     rule run:
         input:
-            # the plan job comes first (it plans as the controller did, before any run finished), but a plan written
-            # again never queues a finished run: ancient
-            plan=ancient(str(PATHS.plan)),
             gate=get_gate_summaries,
         output:
             config=str(PATTERN.run_config("{run_id}")),

@@ -341,12 +341,14 @@ class SweepJudgement:
 
 
 def judge_sweep(plan: pd.DataFrame, runs: pd.DataFrame, by_run: dict[str, pd.DataFrame], *, margin: float,
-                spec: Mapping[str, Any], decide: Mapping[str, Any] | None, loop_over: bool = False) -> SweepJudgement:
+                spec: Mapping[str, Any], decide: Mapping[str, Any] | None, loop_over: bool = False,
+                upto: int | None = None) -> SweepJudgement:
     """The decision loop replayed on the runs that exist: look 1 on the first repeats, then look k on the repeats
     up to the k-th look's count, for the cells still live, as long as those runs all finished. The workflow's looks
     (plan/decide.py) and compare both call this, so they cannot disagree. Without a loop (an ingested sweep, the
     loop off, `graphsweep compare`) every cell is judged once, on all its runs, at the look their count completes.
-    `loop_over`: the workflow's loop has ended (plan/decide.py), so a cell still live is out of budget."""
+    `loop_over`: the workflow's loop has ended (plan/decide.py), so a cell still live is out of budget; `upto`: the
+    last look the loop took (runs of later looks that happen to be there are not judged: the loop did not see them)."""
     seeds = _plan_seeds(plan)
     may_differ = may_differ_of(spec)
     runs_by_id = runs.set_index("run_id", drop=False) if len(runs) else runs
@@ -393,6 +395,9 @@ def judge_sweep(plan: pd.DataFrame, runs: pd.DataFrame, by_run: dict[str, pd.Dat
             todo = [c for c in by_id if c not in rows]
         elif n > max_repeats:
             break
+        elif upto is not None and k > upto:  # the loop has not looked there (yet)
+            next_n = n if any(s.live for s in states.values()) else None
+            break
         else:
             todo = [c for c in loop.judged_now(states) if _complete(by_id[c], n, done) and
                     _fresh(by_id[c], previous, n)]
@@ -428,7 +433,7 @@ FIRST_LOOK = 3  # jobs per arm at the first look of a cell judged once (the ship
 
 
 def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path,
-            margin: float | None = None, loop_over: bool = True) -> pd.DataFrame:
+            margin: float | None = None, loop_over: bool = True, upto: int | None = None) -> pd.DataFrame:
     plan = read_table(plan_path, "plan")
     runs = read_table(runs_path, "runs") if Path(runs_path).exists() else pd.DataFrame(columns=["run_id"])
     iterations = read_table(iterations_path, "iterations")
@@ -440,7 +445,7 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path,
     paired = bool(len(plan) and (plan.arm == PAIR).any())
     if "look" not in plan.columns:
         plan = plan.assign(look=1)
-    sj = judge_sweep(plan, runs, by_run, margin=margin, spec=spec, decide=decide, loop_over=loop_over)
+    sj = judge_sweep(plan, runs, by_run, margin=margin, spec=spec, decide=decide, loop_over=loop_over, upto=upto)
     df = finish_rows(sj, plan, runs)
     undecided = bool(len(df)) and df.loop_status.isin([LOOP_BUDGET, LOOP_LIVE]).any()
     results = Path(out).parent.parent  # results/{sweep}/comparison.parquet

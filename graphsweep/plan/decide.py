@@ -37,7 +37,8 @@ ALL_DECIDED = "decided"  # no cell is live: each is decided, dropped or cannot b
 OUT_OF_REPEATS = "max_repeats"  # the next look would need more jobs per arm than decide.max_repeats
 OUT_OF_GPU_HOURS = "gpu_hours"  # the next round would take the sweep beyond decide.gpu_hours
 NOTHING_TO_RUN = "stuck"  # the live cells' next runs cannot run here (blocked at plan time: no CUDA device, a rule)
-ENDS = (GOES_ON, ALL_DECIDED, OUT_OF_REPEATS, OUT_OF_GPU_HOURS, NOTHING_TO_RUN)
+NO_ROUNDS = "rounds_off"  # the workflow says `--config rounds=false` and the next round's runs are not all there
+ENDS = (GOES_ON, ALL_DECIDED, OUT_OF_REPEATS, OUT_OF_GPU_HOURS, NOTHING_TO_RUN, NO_ROUNDS)
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,11 @@ def budget_hours(spec: Mapping[str, Any], decide: Mapping[str, Any] | None) -> f
     return float(hours if hours is not None else spec.get("budget_gpu_hours", math.inf))
 
 
-def take_look(k: int, plan_path: Path, paths: SweepPaths, previous: LookRecord | None) -> LookRecord:
+def take_look(k: int, plan_path: Path, paths: SweepPaths, previous: LookRecord | None,
+              rounds: bool = True) -> LookRecord:
     """Look k: judge the runs of looks 1..k (the sweep's replay, judge/compare.py judge_sweep) and say what comes
-    next. `previous` is look k - 1's record (None for look 1)."""
+    next. `previous` is look k - 1's record (None for look 1). Without `rounds` the loop only goes on to runs that
+    are there already (their run.json written): it submits nothing."""
     plan = read_table(plan_path, "plan")
     if "look" not in plan.columns:
         plan = plan.assign(look=1)
@@ -136,7 +139,7 @@ def take_look(k: int, plan_path: Path, paths: SweepPaths, previous: LookRecord |
     judged = first_look_runs(plan) if previous is None else [*previous.runs, *previous.next_runs]
     runs, iterations = gather(plan_path, [paths.run(r) for r in judged])
     by_run = {rid: g for rid, g in iterations.groupby("run_id")} if len(iterations) else {}
-    sj = judge.judge_sweep(plan, runs, by_run, margin=float(spec["margin"]), spec=spec, decide=decide)
+    sj = judge.judge_sweep(plan, runs, by_run, margin=float(spec["margin"]), spec=spec, decide=decide, upto=k)
     spent = float(pd.to_numeric(runs.get("gpu_seconds"), errors="coerce").fillna(0).sum()) / 3600 if len(runs) else 0.0
     budget = budget_hours(spec, decide)
     n_now = max((s.look for s in sj.states.values()), default=1)
@@ -154,6 +157,11 @@ def take_look(k: int, plan_path: Path, paths: SweepPaths, previous: LookRecord |
             if c["status"] == LOOP_LIVE:
                 c["status"] = loop.LOOP_BUDGET
         return LookRecord(k, n_now, tuple(judged), (), NOTHING_TO_RUN, spent, 0.0, budget, sj.max_repeats, cells)
+    if not rounds and not all(paths.run_json(r).exists() for r in nxt):
+        for c in cells.values():
+            if c["status"] == LOOP_LIVE:
+                c["status"] = loop.LOOP_BUDGET
+        return LookRecord(k, n_now, tuple(judged), (), NO_ROUNDS, spent, 0.0, budget, sj.max_repeats, cells)
     cost = next_hours(plan, runs, nxt)
     if spent + cost > budget:
         for c in cells.values():

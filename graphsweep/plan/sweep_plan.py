@@ -59,10 +59,11 @@ def plan_for(spec_path: str | Path, results: str | Path, cluster: str | None = N
 
 def write_plan_file(spec_path: str | Path, results: str | Path, cluster: str | None, digest: str,
                     out: str | Path) -> None:
-    """The plan job: the sweep planned again as the controller planned it, into plan.parquet. A plan whose digest is
-    not the controller's (the spec, the budget file or the finished runs changed between the two) is not written: the
-    DAG was built from the other one."""
+    """The plan job: the sweep planned again as the controller planned it, into plan.parquet. It can differ from the
+    controller's only where a run of this invocation finished before it (a `verify: true` graph arm that a machine
+    without CUDA would block: it ran, so it is no longer blocked); the job says so in its log."""
     sweep = plan_for(spec_path, results, cluster)
     if sweep.digest() != digest:
-        raise RuntimeError(f"the sweep's plan changed while it was being written ({spec_path}): run snakemake again")
+        print(f"graphsweep: the plan of {spec_path} changed while the sweep ran (a run finished before the plan job); "
+              "written as it is now")
     write_plan(sweep.spec, sweep.planned, out)

@@ -57,6 +57,9 @@ def load_tables(plan: Path, runs: Path, iterations: Path, comparison: Path) -> S
     for col in ("run_id", "iteration", "elapsed_ms"):
         if col not in it.columns:
             it[col] = pd.Series(dtype=float)
+    if "look" in p.columns:  # the runs the sweep asked for: its first look's, and those its loop added (that ran)
+        ran = set(r.run_id) | (set(r.pair_id.dropna()) if "pair_id" in r.columns else set())
+        p = p[(p["look"] <= 1) | p.run_id.isin(ran)].reset_index(drop=True)
     axes = [col for col in p.columns if col not in PLAN_COLUMNS]
     cx = _extra(Path(comparison))
     spec = _extra(Path(plan)).get("spec", {}) or {}
