@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from graphsweep.parse import signatures as sg
+from graphsweep.parse.read import find_transient
 from graphsweep.parse.records import RunSummary
 from graphsweep.parse.run import parse_run
 from graphsweep.vocab import BLOCKED, CAPTURE, CRASHED, EAGER, GRAPH, STEADY, WARMUP
@@ -34,7 +35,7 @@ def run(tmp_path: Path, lines: list[str], arm: str = GRAPH, name: str = "log") -
     p = tmp_path / f"{name}.log"
     p.write_text("\n".join(lines) + "\n")
     return (parse_run([p], arm=arm, warmup=3, run_info=FAILED).summary,
-            sg.find_transient(p, arm=arm, warmup=3))
+            find_transient(p, arm=arm, warmup=3))
 
 
 # vllm #4432 (https://github.com/vllm-project/vllm/issues/4432), as posted: NCCL's own line for the CUDA call that
