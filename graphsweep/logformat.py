@@ -259,6 +259,18 @@ def print_interval(iterations: Sequence[int]) -> int:
     return max(count, key=lambda g: (count[g], last[g])) if count else 1
 
 
+def whole_lines_skipped(rows: Sequence[tuple[int, float]], start: int = 0) -> set[int]:
+    """The iterations whose line says every iteration it covers was skipped (SKIPPED): no loss in its mean. `rows`:
+    (iteration, `number of skipped iterations`, NaN where not printed) of the iteration lines in order; a line covers
+    the iterations since the line before (the first: since `start`)."""
+    out, before = set(), start
+    for it, skipped in rows:
+        if skipped == skipped and skipped >= max(1, it - before):
+            out.add(it)
+        before = it
+    return out
+
+
 def loss_broken_from(rows: Sequence[tuple[int, float]], skipped: Collection[int] = ()) -> int | None:
     """The first iteration from which a log's lm loss is NaN/Inf, from its iteration lines in order as (iteration,
     loss; NaN where the line has no `lm loss` key); None when it stayed finite.
@@ -364,6 +376,10 @@ C10_FATAL = re.compile(rb"\[F(?:\d{4} [\d:.]+(?: \d+)?)? ?[\w.]+\.(?:cpp|cc|h|hp
 # ``Search for `<cudaGetErrorName>' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for
 # more information.``, then the boilerplate lines below. The enum names the cause; the boilerplate never does.
 CUDA_ERROR = b"CUDA error: "
+# NCCL's warning lines (src/debug.cc ncclDebugLog: `host:pid:tid [dev] file.cc:line NCCL WARN ...`, with NCCL_DEBUG=WARN
+# or INFO): a failure NCCL may recover from (nvls.cc nvlsRegisterBuffer: a `Cuda failure 1 'invalid argument'` on
+# cuMulticastBindAddr, then `INFO ... failed to NVLS register sendbuff ...` and the unregistered path)
+NCCL_WARN = "NCCL WARN "
 CUDA_ERROR_HELP = b"Search for `"
 CUDA_ERROR_NAME = re.compile(rb"\b(cudaError[A-Z][A-Za-z0-9]*)\b")  # on the help line, or any line naming an enum
 # Lines that accompany an error and never name its cause: torch's CUDA help suffix (get_cuda_async_error_suffix,

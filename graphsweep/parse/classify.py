@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from graphsweep import logformat as lf
 from graphsweep.parse import signatures as sg
 from graphsweep.parse.context import Ctx, after_end, graph_running, phase_of, state_of, unexplained, where
 from graphsweep.parse.measure import measure
@@ -30,6 +31,8 @@ def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | 
     their evidence."""
     c = _context(ev, arm, warmup, run_info, min_steady, previous)
     s = next(out for rule in RULES if (out := rule.decide(c)) is not None)
+    if s.outcome in INFRA_OUTCOMES and not c.job:  # a bare log (no run.json) reads as the log shows
+        _no_job_to_retry(s)
     if s.phase == TEARDOWN and s.outcome not in (COMPLETED, INVALID, UNPARSEABLE, *INFRA_OUTCOMES):
         s.failed_iteration = None
         s.measurement_usable = s.steady_n >= min_steady and (arm != GRAPH or (s.capture_seen and s.replay_seen))
@@ -68,8 +71,23 @@ def _context(ev: Evidence, arm: str, warmup: int | None, run_info: Mapping | Non
     noise = [h for h in ev.hits if h.after_end and exited_ok and h.sig.rule not in (sg.R_WALLTIME, sg.R_HOST_OOM)]
     if noise:
         s.notes.append(f"ignored after the end of training: {noise[0].sig.id} at {where(noise[0])}")
-    return Ctx(ev, arm, warmup, info, state, s, min_steady, [h for h in ev.hits if h not in noise],
-               ev.end_marker is not None or ev.end_data is not None, exited_ok)
+    # a warning the run trained past to its last iteration did not end it (NCCL's NVLS registration fallback)
+    trained_all = s.last_iteration is not None and s.train_iters is not None and s.last_iteration >= s.train_iters
+    survived = [h for h in ev.hits if trained_all and not h.after_end and lf.NCCL_WARN in h.text and h not in noise]
+    if survived:
+        s.notes.append(f"ignored: {survived[0].sig.id} at {where(survived[0])} is an NCCL warning and the run trained "
+                       f"on to its last iteration ({s.last_iteration}): it did not end the run")
+    # run.json says no job ran it (`job_id: null`: an ingested run, `graphsweep compare`'s logs): nothing reruns it
+    job = not ("job_id" in info and info["job_id"] is None)
+    return Ctx(ev, arm, warmup, info, state, s, min_steady, [h for h in ev.hits if h not in noise + survived],
+               ev.end_marker is not None or ev.end_data is not None, exited_ok, job)
+
+
+def _no_job_to_retry(s: RunSummary) -> None:
+    """An infrastructure end (preemption, cancel, a lost job) of a log no job will rerun (an ingested log, `graphsweep
+    compare`): not a result, and nothing retries it; the cell says why instead of failing the report."""
+    s.reason = f"not a result: the log ends in {s.outcome} ({s.reason}), and no job of graphsweep's can rerun it"
+    s.outcome, s.infrastructure, s.measurement_usable = UNPARSEABLE, False, False
 
 
 def _retry_policy(c: Ctx) -> None:

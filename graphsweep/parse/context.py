@@ -87,6 +87,7 @@ class Ctx:
     hits: list[Hit]  # the signature hits that count (teardown noise after a clean end removed)
     ended: bool  # an end-of-training or data-exhausted marker
     exited_ok: bool  # the job says it exited cleanly (or, without run.json, no process said it died after the end)
+    job: bool = True  # False: run.json says no job ran it (job_id null): an infrastructure end is no result
     proof: Hit | None = None  # the hit the deciding rule chose
 
     def pick(self, *rules: str) -> Hit | None:

@@ -247,9 +247,5 @@ def _loss_missing(rows: Merged, scans: Sequence[FileScan], first: tuple[int, Mar
 
 
 def skipped_lines(rows: Merged, start: int = 0) -> set[int]:
-    """The iterations whose line says every iteration it covers was skipped (logformat.SKIPPED): no loss there.
-    `start`: the iteration the training loop started after (its first line covers the iterations since)."""
-    its = rows.iteration
-    prev = np.concatenate([[min(start, its[0] - 1) if len(its) else 0], its[:-1]])
-    whole = rows.skipped >= np.maximum(1, its - prev)
-    return set(its[whole].tolist())
+    """The iterations whose line says every iteration it covers was skipped (logformat.whole_lines_skipped)."""
+    return lf.whole_lines_skipped(list(zip(rows.iteration.tolist(), rows.skipped.tolist())), start)

@@ -87,8 +87,8 @@ def iteration_segments(fs: FileScan, raw: bytes, lineno: int, offset: int) -> No
     for k, h in enumerate(heads):
         seg = raw[h.end(): heads[k + 1].start() if k + 1 < len(heads) else len(raw)]
         el = lf.ELAPSED.search(seg)
-        if el is None or not group_float(el) > 0:  # truncated mid-line, another print glued in, or a time of 0 ms or
-            fs.iter_lines_unparsed += 1  # less (no step takes none: a damaged line): no timing, no row
+        if el is None or not 0 < group_float(el) < math.inf:  # truncated mid-line, another print glued in, a time
+            fs.iter_lines_unparsed += 1  # of 0 ms or less or none at all (a damaged line): no timing, no row
             continue
         i = int(h.group(1))
         fs.train_iters = int(h.group(2))

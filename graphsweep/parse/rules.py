@@ -57,7 +57,7 @@ def _no_log(c: Ctx) -> RunSummary | None:
     if ev.recognised_lines or not (ev.problems or not ev.files):
         return None
     why = "; ".join(ev.problems) if ev.problems else "no log files"
-    if c.info and c.s.exit_code is None and c.state is None:
+    if c.info and c.job and c.s.exit_code is None and c.state is None:
         return c.fail(LOST, None, None, f"job left no end state and no readable log ({why}): lost, retried")
     return c.fail(UNPARSEABLE, None, None, f"{why}")
 
@@ -285,7 +285,7 @@ def _completed(c: Ctx) -> RunSummary | None:
 
 def _inconclusive(c: Ctx) -> RunSummary:
     s, ev = c.s, c.ev
-    if c.info and s.exit_code is None and c.state is None:
+    if c.info and c.job and s.exit_code is None and c.state is None:
         return c.fail(LOST, None, ev.last_line, "job left no end state, no end marker and no error: lost, retried",
                       phase=False)
     last = ev.last_line

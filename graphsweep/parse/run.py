@@ -39,7 +39,7 @@ def _frame(scans: Sequence[FileScan], rows: Merged, run_id: str) -> pd.DataFrame
     df = pd.DataFrame({
         "iteration": rows.iteration.astype("int64"), "elapsed_ms": rows.elapsed_ms, "tflops": rows.tflops,
         "loss": rows.loss, "grad_norm": rows.grad_norm, "source_file": _strings([fs.path for fs in scans], rows.scan),
-        "line": rows.line.astype("int64"),
+        "line": rows.line.astype("int64"), "skipped_iterations": rows.skipped,
     })
     memory = merge_memory(scans)
     mem = np.full((len(df), len(lf.MEM_FIELDS)), np.nan)

@@ -255,6 +255,14 @@ RUNTIME: tuple[Signature, ...] = (
          f"torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (docs/megatron-facts.md §5.8); {BRIDGE_FLAKY}", retry=RETRY_ANY),
     _sig(R_NCCL, "nccl_remote_text", "remote process exited or there was a network error", C, "nccl_error",
          f"{NCCL}(ncclRemoteError), inside torch's `NCCL error in: ...`", retry=RETRY_ANY),
+    # ncclInvalidUsage (5): a program bug, the same on any node. libnccl's text is in torch's `NCCL Error 5: invalid
+    # usage (run with NCCL_DEBUG=WARN for details)` (torch 2.11 torch/csrc/cuda/nccl.cpp throw_nccl_error: a
+    # std::runtime_error, so its `terminate called after throwing an instance of 'std::runtime_error'` and SIGABRT
+    # only say how the process ended) and in C10D_NCCL_CHECK's `NCCL error in: <file>:<line>, invalid usage ...`
+    _sig(R_NCCL, "nccl_invalid_usage", "invalid usage (run with NCCL_DEBUG=WARN for details)", C, "nccl_error",
+         f"{NCCL}(ncclInvalidUsage), in torch 2.11 torch/csrc/cuda/nccl.cpp throw_nccl_error `NCCL Error 5: ...`"),
+    _sig(R_NCCL, "nccl_invalid_usage_detail", "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+         C, "nccl_error", "torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (libtorch_cuda.so)"),
     _sig(R_NCCL, "nccl_unhandled_cuda", "ncclUnhandledCudaError", C, "nccl_error",
          "torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (docs/megatron-facts.md §5.8)", retry=RETRY_EAGER),
     _sig(R_NCCL, "cuda_call_failed", "Call to CUDA function failed.", C, "nccl_error",

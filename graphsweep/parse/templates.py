@@ -62,7 +62,7 @@ class Rows:
     prev: np.ndarray = None  # type: ignore[assignment] - the previous good row's iteration in the block (MIN: none)
 
     def __post_init__(self) -> None:
-        self.good = self.elapsed > 0  # a time of 0 ms or less (or none) is no timing (lines.iteration_segments)
+        self.good = (self.elapsed > 0) & np.isfinite(self.elapsed)  # else no timing (lines.iteration_segments)
         self.good_idx = np.flatnonzero(self.good)
         prev = np.full(len(self.it), _MIN, dtype=np.int64)
         if len(self.good_idx) > 1:  # a good row's previous good row (what lines.span_of reads)
