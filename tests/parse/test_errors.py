@@ -65,9 +65,12 @@ def exception_line(sig: oc.Signature) -> bytes:
         return b"TypeError: " + sig.needle
     if sig.cuda_enum and oc.lf.CUDA_ERROR not in sig.needle:  # torch's form of a CUDA error (cudaGetErrorString)
         return b"torch.AcceleratorError: CUDA error: " + sig.needle
+    line = sig.needle
     if sig.rule in (*oc.EXCEPTION_RULES, oc.R_CAPTURE, oc.R_REPLAY) and b"rror" not in sig.needle:
-        return b"AssertionError: " + sig.needle
-    return sig.needle
+        line = b"AssertionError: " + sig.needle
+    if sig.requires and sig.requires not in line:  # the message's other part, before the needle
+        line = line.replace(sig.needle, sig.requires + b" " + sig.needle)
+    return line
 
 
 EXPECTED = {  # the generic needles decide a narrower class than their own when alone
