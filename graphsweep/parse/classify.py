@@ -59,7 +59,8 @@ def _context(ev: Evidence, arm: str, warmup: int | None, run_info: Mapping | Non
         s.end_marker = ev.end_marker.text
     s.notes.extend(ev.superseded)
     if ev.iter_lines_unparsed:
-        s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (cut, glued, <= 0 ms)")
+        s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (cut, glued, "
+                       "<= 0 ms)")
     measure(s, ev, arm, warmup, min_steady)
     d = ev.death
     # without run.json, a process that said it died after the end marker (an exception, a fatal line, the launcher's

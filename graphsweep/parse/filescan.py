@@ -103,7 +103,7 @@ class FileScan:
     # evidence
     hits: list[Hit] = field(default_factory=list)
     hit_ids: set[str] = field(default_factory=set)
-    nan_iteration: tuple[int, int, str] | None = None  # (iteration, line, text) of the first NaN/Inf in an iteration line
+    nan_iteration: tuple[int, int, str] | None = None  # (iteration, line, text): the first NaN/Inf of an iteration line
     loss_missing: tuple[int, int, str] | None = None  # first iteration line without lm loss (not a skipped one)
     last_exception: tuple[int, str] | None = None
     keyerror: tuple[int, str] | None = None

@@ -308,8 +308,10 @@ RULES: tuple[Rule, ...] = (
     Rule("launch-gate", "run.json's `gate` record says the gate skipped the graph arm (no job ran)",
          "blocked, launch_gate", _launch_gate),
     Rule("infrastructure", "run.json state PREEMPTED / NODE_FAIL / BOOT_FAIL / CANCELLED / REVOKED / LOST / UNKNOWN; "
-         "slurmstepd `DUE TO PREEMPTION` / `DUE TO NODE FAILURE`",
-         "preempted / node_fail / cancelled / lost (retried by the workflow, never a result)", _infrastructure),
+         "slurmstepd `DUE TO PREEMPTION` / `DUE TO NODE FAILURE` / `DUE TO JOB REQUEUE` (of the attempt that ended the "
+         "log: an attempt a requeued one follows in the same file is superseded)",
+         "preempted / node_fail / cancelled / lost (retried by the workflow, never a result; a log no job can rerun, "
+         "`job_id: null`: unparseable, not a result)", _infrastructure),
     Rule(sg.R_HOST_OOM, "run.json state OUT_OF_MEMORY; slurmstepd `oom-kill` / `oom_kill`",
          "crashed, host_oom (host RAM, not CUDA)", _host_oom),
     Rule("no-log", "no readable log: missing, empty, binary", "unparseable (lost when run.json has no end state)",

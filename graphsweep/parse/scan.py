@@ -137,7 +137,8 @@ class _Block:
 
     def __init__(self, att: _Attempts, block: templates.Block, chunk: bytes, starts: np.ndarray, lineno: int,
                  offset: int) -> None:
-        self.att, self.block, self.chunk, self.starts, self.lineno, self.offset = att, block, chunk, starts, lineno, offset
+        self.att, self.block, self.chunk, self.starts = att, block, chunk, starts
+        self.lineno, self.offset = lineno, offset  # the block's place in the file: lines and bytes before it
         self.r = self.s = 0  # the next row, the next step
 
     def upto(self, j: int) -> None:

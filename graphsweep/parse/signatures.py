@@ -326,10 +326,15 @@ SIGNATURES: tuple[Signature, ...] = (*[s for c in CONSTRAINTS for s in _from_con
 # The signature a cudaError name proves (torch's `Search for` line), when this catalogue knows the enum
 BY_ENUM: dict[str, Signature] = {s.cuda_enum: s for s in RUNTIME if s.cuda_enum}
 
-# Slurm job-end lines other than TIME LIMIT (slurmstepd; not quoted in the reference: verify per site).
+# Slurm job-end lines other than TIME LIMIT: slurmstepd's src/slurmd/slurmstepd/req.c _handle_signal_container
+# `error("*** %s ON %s CANCELLED AT %s DUE TO PREEMPTION ***", entity, node_name, time_str)` (entity `JOB <id>` or
+# `STEP <id>.<step>`), `... DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***` and `... DUE TO JOB REQUEUE ***`
+# (scontrol requeue: what submitit runs on preemption, slurm.py L190); all four texts are in the local cluster's
+# slurmstepd 22.05.8. An attempt a requeued one follows in the same file is superseded (parse/evidence.py)
 SLURM_INFRA = (
     (b"DUE TO PREEMPTION", PREEMPTED),
     (b"DUE TO NODE FAILURE", NODE_FAIL),
+    (b"DUE TO JOB REQUEUE", CANCELLED),
 )
 INFRA_STATES = {
     "PREEMPTED": PREEMPTED, "NODE_FAIL": NODE_FAIL, "BOOT_FAIL": NODE_FAIL, "CANCELLED": CANCELLED,
