@@ -27,6 +27,7 @@ Deciding (one phase model: context.phase_of)
     retry       the retry policy: which failures earn the one automatic retry
 Entry points
     read        read_run: a run's logs into its summary (numpy, no pandas); find_transient: the run rule's question
+    ask         that question from a process that stays small (a child process answers it)
     run         parse_run: read_run plus the iterations table
     pairs       a pair job's log -> its segments and its two measured arms
     run_dir     a run folder -> iterations.parquet + summary.json

@@ -12,6 +12,8 @@ each with its own arm.
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -99,3 +101,20 @@ def _pair_transient(log: str | bytes | Path, warmup: int | None, run_info: Mappi
 
 def _summary(text: str | bytes, arm: str, warmup: int | None, run_info: Mapping | None) -> RunSummary:
     return read_run([], arm=arm, warmup=warmup, run_info=run_info, scans=scan_text(text, "log")).summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m graphsweep.parse.read --transient`: read.find_transient for a process that stays small
+    (graphsweep/parse/ask.py): the question {"log", "arm", "warmup", "run_info"} as JSON on stdin, {"transient"} out."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args != ["--transient"]:
+        print("usage: python -m graphsweep.parse.read --transient < question.json", file=sys.stderr)
+        return 2
+    q = json.load(sys.stdin)
+    print(json.dumps({"transient": find_transient(Path(q["log"]), arm=q.get("arm"), warmup=q.get("warmup"),
+                                                  run_info=q.get("run_info") or None)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

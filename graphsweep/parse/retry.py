@@ -5,7 +5,8 @@ and network faults in any arm, NCCL collective timeouts while no graph runs (not
 replaying its graphs: NCCL's captured collectives can deadlock at replay, a hang the rerun repeats), and the CUDA
 kernel faults NVIDIA's perf harness retries only in an eager arm (in a graph arm the graph is the suspect). The
 classifier (graphsweep/parse/classify.py) applies it to the parsed evidence, and the run rule takes the classifier's
-answer (graphsweep/parse/run.py find_transient): one reader, one phase model.
+answer (graphsweep/parse/read.py find_transient, asked from the run rule's small process by parse/ask.py): one
+reader, one phase model.
 """
 
 from __future__ import annotations

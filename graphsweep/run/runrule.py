@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from graphsweep.fileio import copy_file, link_file, link_tree, write_json, write_text
-from graphsweep.parse.read import find_transient
+from graphsweep.parse.ask import find_transient
 from graphsweep.run import gate as launch_gate
 from graphsweep.run.sbatch import SubmitRefused, merged_slurm
 from graphsweep.run.slurmstate import InfraFailure

@@ -287,3 +287,22 @@ def test_a_100000_character_host_time_line_is_read_once(tmp_path: Path) -> None:
         assert measured and measured[0][2]["attn"] == (65.736, 0.0, 3026.0)
         s = parse_run([write(tmp_path, "e.log", EAGER + [head + tail])], arm="eager", warmup=3).summary
         assert s.outcome == COMPLETED and s.host_regions["attn"][0] == 65.736
+
+
+# ---- one reader: the run rule's retry question is the classifier's answer -------------------------------------------
+
+
+def test_the_run_rule_asks_the_classifier_from_a_small_process(tmp_path: Path) -> None:
+    from graphsweep.parse import ask, read
+
+    watchdog = ("[rank0]:[E1130 09:22:10.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=90, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                "ran for 600010 milliseconds before timing out.")
+    info = {"job_id": "1", "state": "FAILED", "exit_code": 1}
+    # an eager arm's timeout is retried; a graph arm's, after its capture, is the replay's hang
+    for arm, lines, retried in (("eager", cut_after(EAGER, 12) + [watchdog], "Watchdog caught collective operation "
+                                 "timeout"), ("graph", cut_after(TE, 12) + [watchdog], None)):
+        log = write(tmp_path, f"{arm}.log", lines)
+        asked = ask.find_transient(log, arm=arm, warmup=3, run_info=info)  # a child process
+        assert asked == retried == read.find_transient(log, arm=arm, warmup=3, run_info=info)
+        assert asked == parse_run([log], arm=arm, warmup=3, run_info=info).summary.transient
