@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "auto (default): the newest API, release-bound rules as for an unknown release")
     p.add_argument("--te-version", default=None, help="Transformer Engine version (for the delayed-wgrad rule)")
     p.add_argument("--torch-version", default=None, help="torch version of the container (torch >= 2.14 rules)")
+    p.add_argument("--bridge-version", default=None,
+                   help="Megatron Bridge release (rules of Bridge main, e.g. 0.7.0; unknown: those whose keys only "
+                        "that release has)")
     p.add_argument("--recipe", default=None, help="Bridge recipe function (model-family rules, e.g. qwen3_vl_*)")
     p.add_argument("--rules", action="store_true", help="list every rule with its source and exit")
 
@@ -80,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
             _version("--te-version", args.te_version, "a Transformer Engine version such as 2.20.2")
         if args.torch_version is not None:
             _version("--torch-version", args.torch_version, "a torch version such as 2.11.0")
+        if args.bridge_version is not None:
+            _version("--bridge-version", args.bridge_version, "a Megatron Bridge version such as 0.6.2")
     except OverrideError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "violations": []}))
@@ -88,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     settings, env = split_env(pairs)
     violations = catalogue.check(settings, env, gpus=gpus, mcore=args.mcore, te_version=args.te_version,
-                                 torch_version=args.torch_version, recipe=args.recipe)
+                                 torch_version=args.torch_version, bridge_version=args.bridge_version,
+                                 recipe=args.recipe)
     if args.json:
         out = {"ok": not violations, "violations": [{"rule": v.rule, "message": v.message, "source": v.source} for v in violations]}
         print(json.dumps(out))

@@ -37,6 +37,7 @@ from graphsweep.vocab import AA, COMPLETED, EAGER, GRAPH
 
 NAME = "compare"
 SAME_SEED = -1  # --same-seed without a seed in any log: one placeholder seed for all of them
+NO_JOB = {"job_id": None}  # run.json of a run no job of graphsweep's ran (run/ingest.py writes the same)
 HELP = "judge eager vs graph logs of one cell with the same statistics as the workflow (--aa: eager vs eager)"
 
 
@@ -124,7 +125,8 @@ def parsed_runs(paths: list[str], arm: str, warmup: int) -> tuple[pd.DataFrame, 
     """The logs as the workflow's tables: one runs.parquet-like row per log (run id = the path), its iterations."""
     rows, its = [], []
     for path in paths:
-        parsed = parse_run([Path(path)], arm=arm, warmup=warmup, run_id=path)
+        # a log you already have: no job graphsweep can rerun (a preempted or cancelled end is no result, as ingest's)
+        parsed = parse_run([Path(path)], arm=arm, warmup=warmup, run_id=path, run_info=NO_JOB)
         rows.append({**parsed.summary.to_dict(), "run_id": path})
         its.append(parsed.iterations.assign(run_id=path))
     return pd.DataFrame(rows), its

@@ -79,6 +79,10 @@ def _losses(by_run: dict[str, pd.DataFrame], run: pd.Series) -> tuple[dict[int, 
         first = it.segment.dropna().iloc[0]
         it = it[it.segment == first].assign(iteration=lambda d: d.segment_iteration)
     rows = sorted((int(i), float(x)) for i, x in zip(it.iteration, it.loss) if pd.notna(i))
+    # lines whose every iteration was skipped (an fp16 loss-scale skip) hold no loss: neither a NaN nor a value
+    skipped = lf.whole_lines_skipped(sorted(zip(it.iteration.astype(int), it.skipped_iterations.astype(float)))) \
+        if "skipped_iterations" in it.columns else set()
+    rows = [(i, x) for i, x in rows if i not in skipped]
     broken = lf.loss_broken_from(rows)
     failed = _number(run, "failed_iteration")
     if run.get("error_class") == stats.NAN_CLASS and failed is not None and any(math.isfinite(x) for _, x in rows):

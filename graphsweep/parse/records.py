@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from graphsweep.parse.signatures import Signature
 from graphsweep.records import RunSummary  # noqa: F401 - the parser's modules take it from here
 
@@ -59,8 +61,8 @@ class Evidence:
     files: list[str]
     problems: list[str]  # per-file problems (unreadable, empty, binary)
     hits: list[Hit]
-    iterations: list[int]  # merged, sorted
-    elapsed_ms: list[float]
+    iterations: np.ndarray  # merged, ascending (int64)
+    elapsed_ms: np.ndarray  # the same rows' elapsed times (float64)
     elapsed_decimals: int | None  # fewest decimals of any elapsed time (its print step is 10**-decimals)
     memory: dict[int, list[float]]  # iteration -> logformat.MEM_FIELDS values in GB, max over ranks
     train_iters: int | None = None
@@ -103,3 +105,5 @@ class Evidence:
     superseded: list[str] = field(default_factory=list)  # notes on earlier attempts replaced by a restart
     death: Death = field(default_factory=Death)
     capture_started: bool = False  # a capture start or done marker in any file (capture began)
+    skipped: np.ndarray | None = None  # the rows' `number of skipped iterations` (NaN: not printed)
+    restarts: int = 0  # attempts a later one restarted (a requeued job, a resume from a checkpoint)

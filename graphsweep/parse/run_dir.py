@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost, split_segments
+from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost
+from graphsweep.parse.segments import split_segments
 from graphsweep.records import RunSummary
-from graphsweep.parse.run import parse_run, provenance_lines
+from graphsweep.parse.evidence import provenance_lines
+from graphsweep.parse.run import parse_run
 from graphsweep.parse.work import given_config
 from graphsweep.store.tables import write_table
 from graphsweep.fileio import write_json

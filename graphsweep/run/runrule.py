@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from graphsweep.fileio import copy_file, link_file, link_tree, write_json, write_text
-from graphsweep.parse.signatures import find_transient
+from graphsweep.parse.ask import find_transient
 from graphsweep.run import gate as launch_gate
 from graphsweep.run.sbatch import SubmitRefused, merged_slurm
 from graphsweep.run.slurmstate import InfraFailure
@@ -130,7 +130,7 @@ def transient_of(task: RunTask, record: Mapping[str, Any]) -> str | None:
     its arm (a CUDA error of a graph arm is the graph's, an NCCL timeout during the capture is the capture's)."""
     if record["exit_code"] == 0 or record.get("previous_attempts"):
         return None  # one automatic retry, never two
-    return find_transient(task.run.log, arm=task.arm, warmup=task.warmup)
+    return find_transient(task.run.log, arm=task.arm, warmup=task.warmup, run_info=record)
 
 
 def keep_first_attempt(task: RunTask, record: Mapping[str, Any], transient: str, say: Callable[[str], None]) -> dict:

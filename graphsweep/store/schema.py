@@ -43,6 +43,7 @@ ITERATIONS: dict[str, pa.DataType] = {
     "run_id": S, "iteration": I, "elapsed_ms": F, "tflops": F, "loss": F, "grad_norm": F, "mem_allocated_gb": F,
     "mem_max_allocated_gb": F, "mem_max_reserved_gb": F, "mem_reserved_gb": F, "source_file": S,
     "line": I,  # line number of the iteration line in source_file (1-based)
+    "skipped_iterations": F,  # Megatron's `number of skipped iterations` on the line (NaN: not printed)
 }  # fmt: skip
 # a pair job's arm (graphsweep/parse/pairs.py): its segment, the iteration's number in it, inside its window
 PAIR_ITERATION: dict[str, pa.DataType] = {"segment": S, "segment_iteration": I, "steady": B}

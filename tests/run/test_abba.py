@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from graphsweep.judge import verdict as stats
-from graphsweep.parse import pairs
+from graphsweep.parse import segments
 from graphsweep.run import abba as driver
 from graphsweep.run.job import is_pair_plan
 from graphsweep.workloads import paired
@@ -90,7 +90,7 @@ def test_driver_runs_abba_and_each_segment_gets_its_own_log(fake_train, tmp_path
     files = sorted(p.name for p in (tmp_path / "segments").iterdir())
     assert files == ["A1.log", "A2.log", "B1.log", "B2.log"]
     # the combined log split back gives exactly what each segment wrote
-    for seg in pairs.split_segments(proc.stdout):
+    for seg in segments.split_segments(proc.stdout):
         assert seg.text == (tmp_path / "segments" / f"{seg.label}.log").read_text()
         assert seg.exit_code == 0 and seg.wall_s > 0
         assert ("Capture CUDA graph" in seg.text) == (seg.arm == "graph")
@@ -99,13 +99,13 @@ def test_driver_runs_abba_and_each_segment_gets_its_own_log(fake_train, tmp_path
 def test_even_repeats_run_baab(fake_train):
     pair = paired.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph"), repeat=2)
     proc = _drive(pair)
-    assert [s.label for s in pairs.split_segments(proc.stdout)] == ["B1", "A1", "A2", "B2"]
+    assert [s.label for s in segments.split_segments(proc.stdout)] == ["B1", "A1", "A2", "B2"]
 
 
 def test_driver_exit_code_is_the_first_failed_segment_and_every_segment_still_runs(fake_train):
     pair = paired.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph", "oom"), repeat=1)
     proc = _drive(pair)
-    segs = pairs.split_segments(proc.stdout)
+    segs = segments.split_segments(proc.stdout)
     assert proc.returncode == 1
     assert [(s.label, s.exit_code) for s in segs] == [("A1", 0), ("B1", 1), ("B2", 1), ("A2", 0)]
 
@@ -115,7 +115,7 @@ def test_a_segment_cut_off_by_the_end_of_the_job_has_no_exit_code():
         "[graphsweep abba] segment A1 (eager) start: x\nline a\n[graphsweep abba] segment A1 (eager) end: exit 0, "
         "wall 1.500 s\n[graphsweep abba] segment B1 (graph) start: y\nline b\n"
     )
-    a1, b1 = pairs.split_segments(text)
+    a1, b1 = segments.split_segments(text)
     assert (a1.text, a1.exit_code, a1.wall_s) == ("line a\n", 0, 1.5)
     assert (b1.text, b1.exit_code) == ("line b\n", None)
 
@@ -201,7 +201,7 @@ def _pair_job(out: Path, spec, run, fake_train: Path, eager_ms: float, graph_ms:
                           repeat=run.repeat)  # fmt: skip
     proc = _drive(pair)
     (run_dir / "log.txt").write_text(proc.stdout)
-    walls = sum(s.wall_s for s in pairs.split_segments(proc.stdout))
+    walls = sum(s.wall_s for s in segments.split_segments(proc.stdout))
     info = {"run_id": run.run_id, "job_id": f"j{run.repeat}", "exit_code": proc.returncode, "state": "COMPLETED",
             "wall_s": walls + 1.0, "gpus": 1, "gpu_seconds": walls + 1.0, "attempt": 1,
             "executor": "local"}  # fmt: skip
