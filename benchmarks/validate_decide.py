@@ -3,10 +3,11 @@
 It runs the loop as implemented (judge/loop.py `step` on interval.judge at each look's repeated confidence interval,
 judge/sequential.py) on sweeps whose jobs are drawn from the committed real runs (benchmarks/realjobs.py):
 
-- MoE design: the 128-expert dropless MoE's sweep (results/examples/megatron-moe-128e): eager baseline, A/A control
-  and 3 graph variants. Its eager-like jobs (eager + A/A, 6) give the baseline's job-to-job noise, its 9 graph jobs
-  (attn, attn+router+pre, router+pre) the graph arms' (residuals of log medians around each configuration's mean,
-  scaled by sqrt(n / (n - 1)), drawn with replacement: the pool is too small to draw without);
+- MoE design: the 128-expert dropless MoE's sweeps (benchmarks/data/h200-moe-128e-sweep-a, 2026-12-02, and
+  results/examples/megatron-moe-128e, 2026-12-04): eager baseline, A/A control and 3 graph variants. Their eager-like
+  jobs (eager + A/A) give the baseline's job-to-job noise, their graph jobs (attn, attn+router+pre, router+pre) the
+  graph arms' (residuals of log medians around each configuration's mean, scaled by sqrt(n / (n - 1)), drawn with
+  replacement and smoothed: the pools are too small to draw without);
 - dense design: the 1.2B dense sweep's two shapes (results/examples/megatron-1b-dense): eager, A/A and 2 variants;
 - A/A without replacement: every configuration with >= 16 real jobs (benchmarks/data/h200-extra), split into two
   disjoint random halves of up to 8 jobs (eager, control), as an A/A cell of a sweep with one null variant drawn from
@@ -150,11 +151,17 @@ def sweep(d: SweepDesign, ratios: list[float], design: Design | None, max_repeat
     return run_loop(eager, control, graphs, design, max_repeats, pool)
 
 
-def moe_design() -> SweepDesign:
-    src = "megatron-moe-128e/s4096-f2da0d"
-    eager = Noise.of([f"{src}/eager", f"{src}/aa"])
-    graph = Noise.of([f"{src}/attn", f"{src}/attn+router+pre", f"{src}/router+pre"])
-    return SweepDesign("MoE (128 experts, seq 4096)", eager, graph, 550.0, 3, 53.3)
+def moe_designs() -> list[SweepDesign]:
+    """The 128-expert MoE twice: on the 2026-12-02 host with default settings (3 repeats), and on the 2026-12-04 host
+    with quiet jobs through the decision loop (5-6 repeats)."""
+    out = []
+    for source, when, level, gpu_s in (("h200-moe-128e-sweep-a", "2026-12-02", 550.0, 53.3),
+                                       ("megatron-moe-128e", "2026-12-04, quiet", 470.0, 45.6)):
+        src = f"{source}/s4096-f2da0d"
+        eager = Noise.of([f"{src}/eager", f"{src}/aa"])
+        graph = Noise.of([f"{src}/attn", f"{src}/attn+router+pre", f"{src}/router+pre"])
+        out.append(SweepDesign(f"MoE 128 experts ({when})", eager, graph, level, 3, gpu_s))
+    return out
 
 
 def dense_designs() -> list[SweepDesign]:
@@ -208,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     t0 = time.time()
-    sweeps = [moe_design(), *dense_designs()]
+    sweeps = [*moe_designs(), *dense_designs()]
     print(f"# pool parsed in {time.time() - t0:.0f} s; {args.draws} sweeps per row\n")
     print("| sweep | design | null sweeps: any false decision | A/A decided | power 1.1x | power 1.15x | power 1.2x "
           "| jobs per sweep (1.15x) | GPU-h per sweep (1.15x) | GPU-h per decided cell (1.15x) |")

@@ -33,7 +33,7 @@ from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import INCONCLUSIVE, INVALID, NOT_COMPARABLE, SPEEDUP
 from tests.support import ROOT, reparsed_sweep
 
-MOE = ROOT / "results/examples/megatron-moe-128e"
+MOE = ROOT / "benchmarks/data/h200-moe-128e-sweep-a"  # the 2026-12-02 sweep (its logs, as committed)
 PADDED = ROOT / "results/examples/megatron-moe-128e-padded/runs/s4096-88b711.full_iteration.r1/log.txt"
 BUILTIN = ROOT / "results/examples/h200-builtin"
 CB = "h4096-nh32-l4-s2048-mb4-cfca67"  # the builtin's compute-bound shape: GPU busy 95 % of the eager step

@@ -30,7 +30,7 @@ from graphsweep.layout import RunDir
 from graphsweep.vocab import EAGER, GRAPH
 from tests.support import ROOT
 
-MOE = ROOT / "results" / "examples" / "megatron-moe-128e"
+MOE = ROOT / "benchmarks" / "data" / "h200-moe-128e-sweep-a"  # the 2026-12-02 sweep (its logs, as committed)
 EAGER_R1 = MOE / "runs" / "s4096-f2da0d.eager.r1" / "log.txt"
 # what eager.r1's line prints (log.txt, the line after `[graphsweep] gpu busy:`)
 R1 = {"attn": 52.566, "mlp": 0.0, "moe_router": 30.844, "moe_preprocess": 14.865, "dispatch": 3.467,
