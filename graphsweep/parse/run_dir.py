@@ -44,7 +44,7 @@ def parse_run_dir(run: RunDir) -> RunSummary | dict:
 
 
 def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
-    """A pair job (graphsweep/run/abba.py): split log.txt into segments/{label}.log, parse each segment as a run, and
+    """A pair job (graphsweep/entry/abba.py): split log.txt into segments/{label}.log, parse each segment as a run, and
     combine each arm's two segments into one measured run. summary.json holds both arms under `arms`."""
     segments = split_segments(run_dir.log.read_text(errors="replace"))
     seg_dir = run_dir.segments

@@ -6,8 +6,6 @@
     executor    the graphsweep Snakemake executor: every run rule job of a sweep, waited for in the controller
     slurmstate  one shared, rate-limited sacct for every waiting run
     process     processes named by host, pid and start time
-    job         inside the job: the training command (srun / container / ABBA driver) and its facts
-    abba        the pair job's driver (python -m graphsweep.run.abba)
     ingest      runs from logs that already exist: nothing submitted
     controller  the Snakemake process that holds a sweep, and what it says when the sweep ends or stops
 """

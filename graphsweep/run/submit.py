@@ -34,7 +34,7 @@ import yaml
 from graphsweep import resources
 from graphsweep.fileio import write_json
 from graphsweep.parse.progress import latest_iteration
-from graphsweep.run.job import job_argv, job_main, tees_rank_files, utc_now
+from graphsweep.entry.job import job_argv, job_main, tees_rank_files, utc_now
 from graphsweep.run.process import process_start
 from graphsweep.run.sbatch import SLURM_DEFAULTS, SubmitRefused, sbatch_transient, slurm_parameters
 from graphsweep.run.slurmstate import (

@@ -22,7 +22,7 @@ from graphsweep.plan.planner import plan_sweep, write_plan, write_run_config
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.run.job import job_main
+from graphsweep.entry.job import job_main
 from graphsweep.run.runrule import execute_run
 from graphsweep.layout import RunDir
 from tests.support import ROOT

@@ -25,7 +25,7 @@ from graphsweep.run.slurmstate import (
 )
 from graphsweep.run.slurmstate import JobRecord
 from graphsweep.run.watch import RESULT, Fleet, StuckGuard
-from graphsweep.run.job import job_argv
+from graphsweep.entry.job import job_argv
 from graphsweep.run.submit import slurm_parameters
 
 from tests.support import ROOT

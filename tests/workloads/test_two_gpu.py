@@ -28,7 +28,7 @@ from graphsweep.resources import SOURCE_ROOT
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.plan.planner import plan_sweep
-from graphsweep.run.job import job_argv, tees_rank_files
+from graphsweep.entry.job import job_argv, tees_rank_files
 from graphsweep.run.runrule import execute_run
 from graphsweep.sweepspec.load import load_spec, validate_spec
 from graphsweep.layout import RANKS_DIR, TORCHRUN_TEE, RunDir
