@@ -14,18 +14,19 @@ def say(message):
 
 try:
     with logging_to(snakemake.log[0]), one_line_errors():
+        # Snakemake's local executor: the run's sequence with a local job, waited for in this process (a run on Slurm
+        # is the graphsweep executor's: --profile slurm)
         execute_run(
             run_dir(snakemake.input.config, snakemake.output.run, snakemake.output.log, snakemake.output.ranks),
             JobsDir(snakemake.params.jobs_dir),
             attempt=int(snakemake.resources.attempt),
             timeout_min=int(snakemake.resources.timeout_min),
-            # Operational settings come from the config (the Slurm profile), not params: changing a partition
-            # must not re-queue finished runs.
+            # Operational settings come from the config, not params: changing them must not re-queue finished runs.
             cluster=snakemake.config.get("cluster"),
             slurm=snakemake.config.get("slurm"),
             say=say,
             gate=[Path(p) for p in snakemake.input.gate],  # spec launch_gate: its shape's eager summaries
         )
 except KeyboardInterrupt:
-    # Ctrl-C reaches every waiting run: no traceback each; the controller's last line says how to resume
+    # Ctrl-C (or SIGTERM) reaches every waiting run: no traceback each; the controller's last line says how to resume
     sys.exit(130)

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
-import yaml
 
-from graphsweep.fileio import write_text
 from graphsweep.plan.cost import sweep_cost
 from graphsweep.sweepspec.sweep import Spec
+from graphsweep.store import runfiles
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
 from graphsweep.layout import RunDir, SweepPaths
 from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
@@ -156,8 +155,7 @@ def write_plan(spec: Spec, planned: Sequence[PlannedRun], out: str | Path) -> pd
 
 def write_run_config(config: PlannedRun | Mapping[str, Any], run: RunDir) -> None:
     """runs/{run_id}/config.yaml, whole or not at all (a temp file renamed over it)."""
-    record = config.config() if isinstance(config, PlannedRun) else dict(config)
-    write_text(run.config, yaml.safe_dump(record, sort_keys=False))
+    runfiles.write_run_config(config.config() if isinstance(config, PlannedRun) else config, run.config)
 
 
 def wall_seconds(p: PlannedRun) -> float:

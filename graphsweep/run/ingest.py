@@ -29,6 +29,7 @@ from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store.archive import sha256_file
 from graphsweep.fileio import write_json
+from graphsweep.records import RunRecord
 from graphsweep.layout import RunDir
 from graphsweep.vocab import AA, CONTROL, EAGER
 
@@ -214,7 +215,7 @@ def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = 
     prov: dict[str, Any] = {"source": "ingest"}
     for col, value in (facts or {}).items():
         _set(prov, provenance.COLUMNS[col], value)
-    record = {
+    record = RunRecord.from_dict({  # run.json's one record (records.RunRecord), as the job and the gate write it
         "run_id": run.run_id,
         "executor": "ingest",
         "job_id": None,
@@ -230,6 +231,6 @@ def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = 
         "source_files": [{"path": str(f.resolve()), "sha256": sha256_file(f), "bytes": s.st_size} for f, s in zip(files, stats)],
         "provenance": prov,
         "seed": seed,
-    }
-    write_json(run.run_json, record)
-    return record
+    })
+    write_json(run.run_json, record.to_dict())
+    return record.to_dict()

@@ -265,7 +265,7 @@ def test_a_graph_arm_that_ooms_in_its_segments_is_an_oom_cell(tmp_path, fake_tra
 
 def test_on_slurm_the_driver_runs_in_the_batch_step_and_each_segment_is_its_own_srun_step():
     from graphsweep.entry.job import job_argv
-    from graphsweep.run.submit import slurm_parameters
+    from graphsweep.run.sbatch import slurm_parameters
 
     arm = LaunchPlan(argv=["python", "-m", "train"], gpus=8, gpus_per_node=8, tasks_per_node=8, srun=True,
                      srun_args=["--ntasks-per-node=8"])  # fmt: skip

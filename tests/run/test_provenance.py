@@ -44,7 +44,7 @@ def test_a_real_job_records_what_produced_it(tmp_path):
     run.config.write_text(yaml.safe_dump(cfg))
     record = execute_run(run, tmp_path / "jobs", say=lambda _: None)
     prov = json.loads(run.run_json.read_text())["provenance"]
-    assert record["exit_code"] == 0 and "error" not in prov
+    assert record.exit_code == 0 and "error" not in prov
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     if head:
         assert prov["graphsweep"]["git_sha"] == head and isinstance(prov["graphsweep"]["git_dirty"], bool)
