@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from graphsweep import textsafe
 from graphsweep.layout import RunDir
@@ -86,35 +86,52 @@ def run_dirs(**files: Sequence[Any]) -> list[RunDir]:
     return [run_dir(*group) for group in zip(*lists)]
 
 
-def config_problem(error: BaseException) -> str:
-    """One line for Snakemake's config-validation error (a WorkflowError around jsonschema's ValidationError)."""
+def config_problem(error: BaseException) -> tuple[str, str]:
+    """(the dotted key, one line) for Snakemake's config-validation error (a WorkflowError around jsonschema's
+    ValidationError)."""
     # Snakemake raises it inside `except ValidationError`: the schema's error is the context
     candidates = (*getattr(error, "args", ()), error.__cause__, error.__context__, error)
     inner = next((a for a in candidates if hasattr(a, "validator") and hasattr(a, "absolute_path")), None)
     if inner is None:
-        return " ".join(str(error).split())
+        return "", " ".join(str(error).split())
     key = ".".join(str(p) for p in inner.absolute_path) or "(top level)"
     if "propertyNames" in inner.schema_path:  # the key itself is wrong
-        return f"key '{key}.{inner.instance}': not a name this setting takes (it must match {inner.validator_value})"
+        return key, f"key '{key}.{inner.instance}': not a name this setting takes (it must match {inner.validator_value})"
     if inner.validator == "enum":
         allowed = ", ".join(dict.fromkeys(str(v) for v in inner.validator_value))
-        return f"key '{key}' = {inner.instance!r}: must be one of {allowed}"
+        return key, f"key '{key}' = {inner.instance!r}: must be one of {allowed}"
     if inner.validator == "additionalProperties":
         allowed = ", ".join(sorted(inner.schema.get("properties", {})))
         unknown = sorted(set(inner.instance) - set(inner.schema.get("properties", {})))
-        where = f"'{key}.{unknown[0]}'" if inner.absolute_path else f"'{unknown[0]}'" if unknown else f"'{key}'"
-        return f"unknown key {where}; the settings here are {allowed}"
-    return f"key '{key}' = {inner.instance!r}: {' '.join(inner.message.split())}"
+        where = f"{key}.{unknown[0]}" if inner.absolute_path and unknown else unknown[0] if unknown else key
+        return where, f"unknown key '{where}'; the settings here are {allowed}"
+    return key, f"key '{key}' = {inner.instance!r}: {' '.join(inner.message.split())}"
 
 
-def unsafe_setting(config: Any) -> str | None:
+def unsafe_setting(config: Any) -> tuple[str, str] | None:
     """What the workflow schema cannot say about the settings (configs/config.yaml, the Slurm profile's cluster.yaml,
     --config): a value with a line break or another control character (it reaches a batch script: a partition
-    `batch\ntouch x` would run `touch x`), or a number that is not finite (`status_interval_s: .inf` would never
-    ask sacct again). One line naming the key and the value, or None."""
+    `batch\ntouch x` would run `touch x`), or a number that is not finite (`status_interval_s: .nan` passes every
+    schema bound). (the dotted key, one line naming the key and the value), or None."""
     if found := textsafe.control_character(config):
         key, text, what = found
-        return f"key '{key}' = {text!r}: {textsafe.one_line_problem(what)}"
+        return key, f"key '{key}' = {text!r}: {textsafe.one_line_problem(what)}"
     if bad := textsafe.not_finite(config):
-        return f"key '{bad[0]}' = {bad[1]}: {textsafe.NOT_FINITE}"
+        return bad[0], f"key '{bad[0]}' = {bad[1]}: {textsafe.NOT_FINITE}"
     return None
+
+
+def setting_file(key: str, given: Mapping[str, Any], files: Sequence[str | Path], load: Callable[[str], Any]) -> str:
+    """Where a workflow setting comes from: `--config` (`given`), else the last of the config `files` (in the order
+    Snakemake applies them, loaded with `load`) that sets its first key, as a path from here."""
+    top = key.split(".")[0]
+    if top in given:
+        return "--config"
+    for path in reversed(list(files)):
+        try:
+            data = load(str(path))
+        except Exception:  # noqa: BLE001 - a file Snakemake read already; this only names it
+            continue
+        if isinstance(data, Mapping) and top in data:
+            return os.path.relpath(path)
+    return "configs/config.yaml or --config"

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.enums import RerunTrigger
 from snakemake.utils import validate
@@ -29,6 +30,7 @@ from graphsweep.store.readback import check_sweep
 from graphsweep.smk import (
     config_problem,
     refuse,
+    setting_file,
     unsafe_setting,
     unwritable,
 )
@@ -37,18 +39,30 @@ from graphsweep.fileio import UnusableFile
 from graphsweep.records import SpecError
 from graphsweep.vocab import PAIR
 
+
+def setting_problem(key, problem):
+    """One line naming the file (or --config) the setting comes from, its key and value, and what is wrong."""
+    # the profile's config files are applied after the Snakefile's own configfile
+    files = [
+        *[
+            f
+            for f in workflow.configfiles
+            if f not in workflow.config_settings.configfiles
+        ],
+        *workflow.config_settings.configfiles,
+    ]
+    where = setting_file(key, workflow.config_settings.config, files, load_configfile)
+    return f"graphsweep: invalid workflow setting ({where}): {problem}"
+
+
+# a line break in a partition or a comment would become a shell line of every batch script; a NaN passes every bound
+if found := unsafe_setting(config):
+    refuse(setting_problem(*found))
 try:
     validate(config, str(data_file(CONFIG_SCHEMA)))
 except WorkflowError as error:
-    # a mistyped --config (archive_logs=maybe, cluster=slrum, specs=...): one line, not the schema dump
-    refuse(
-        f"graphsweep: invalid workflow setting (configs/config.yaml or --config): {config_problem(error)}"
-    )
-if problem := unsafe_setting(config):
-    # a line break in a partition or a comment would become a shell line of every batch script
-    refuse(
-        f"graphsweep: invalid workflow setting (configs/config.yaml, the Slurm profile's cluster.yaml or --config): {problem}"
-    )
+    # a mistyped --config (archive_logs=maybe, cluster=slrum, specs=...), an interval out of its range: one line
+    refuse(setting_problem(*config_problem(error)))
 
 try:
     # a broken spec stops the workflow before anything is planned or submitted. Every run is planned once for this
@@ -232,8 +246,28 @@ STARTED = (
 )  # onstart ran: Snakemake found jobs to run (it skips every hook when there is nothing to do)
 
 
+def slurm_needs_its_executor():
+    """Runs that go to Slurm are submitted and waited for by the graphsweep executor, which the Slurm profile names:
+    on any other executor one line says so, before any job (known once the DAG and the executor are).
+    """
+    cluster = config.get("cluster") or SPEC.executor.cluster
+    if cluster != "slurm" or workflow.executor_plugin.name == "graphsweep":
+        return
+    if any(job.rule.name == "run" for job in workflow.dag.needrun_jobs()):
+        where = (
+            "--config cluster=slurm"
+            if config.get("cluster")
+            else f"executor.cluster: slurm in {SPEC.path}"
+        )
+        refuse(
+            f"graphsweep: the runs of sweep '{SWEEP}' go to Slurm ({where}), which needs the graphsweep executor: "
+            "run snakemake --profile slurm (its cluster.yaml says where the jobs go); nothing was submitted"
+        )
+
+
 def start_sweep():
     """onstart: this spec owns results/{sweep} and this controller holds the sweep until it stops."""
+    slurm_needs_its_executor()
     STARTED.append(time.time())
     claim(PATHS, SPEC)
     hold(PATHS)
