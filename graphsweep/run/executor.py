@@ -2,10 +2,10 @@
 of them in ONE loop of the controller (`snakemake --profile slurm`: profiles/slurm/config.yaml `executor: graphsweep`),
 and parses every finished run in the controller too.
 
-A run rule job is the run's sequence (run/runrule.py run_steps), driven here: `run_job` returns at once, and every
-step that may block (begin, sbatch with its retries for up to submit_retry_s, confirming an old job gone, reading a
-finished job's log) runs on this executor's own threads, never on Snakemake's scheduler thread nor on the thread
-that polls. `check_active_jobs` (Snakemake calls it every poll_s from its waiting thread) polls every job at once
+A run rule job is the run's sequence (run/runrule.py run_steps), driven here (`OnSlurm`): `run_job` returns at once,
+and every step that may block (begin, sbatch with its retries for up to submit_retry_s, confirming an old job gone,
+reading a finished job's log) runs on this executor's own threads, never on Snakemake's scheduler thread nor on the
+thread that polls. `check_active_jobs` (Snakemake calls it every poll_s from its waiting thread) polls every job at once
 (run/watch.py Fleet: a stat of each result pickle, one batched sacct call per status interval, one progress line per
 interval) and hands what it found to the run's next step: its run.json, the one retry of a transient failure, or an
 infrastructure failure that Snakemake's --retries reruns. Before a run is submitted again, its old job is known gone
@@ -31,7 +31,7 @@ import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncGenerator, Callable, Generator, List
+from typing import Any, AsyncGenerator, Callable, Generator, List, Mapping
 
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
@@ -92,20 +92,91 @@ class Running:
     steps: Generator[Launch, JobEnd, RunRecord] | None = field(default=None, repr=False)
 
 
+def parse_job(job: Any) -> str:
+    """A parse rule job, parsed in the controller as the rule's script does (scripts/parse_run.py)."""
+    parse_rule(job.input, job.output)
+    return FINISHED
+
+
+class OnSlurm:
+    """The run's sequence (run/runrule.py run_steps) driven with Slurm jobs: each step below runs on the executor's
+    threads and answers what the run does next: wait for a Slurm job (a Flight), start one (a Launch), or nothing more
+    (FINISHED); a failure raises."""
+
+    def __init__(self, fleet: Fleet, config: Mapping[str, Any], stopping: threading.Event):
+        self.fleet, self.config, self.stopping = fleet, config, stopping
+
+    def begin(self, r: Running, job: Any) -> Flight | str:
+        """begin (run/runrule.py begin_run), then the run's first job: submitted, or reattached."""
+        run = run_dir(job.input.config, job.output.run, job.output.log, job.output.ranks)
+        task = begin_run(run, JobsDir(job.params.jobs_dir), attempt=int(job.attempt),
+                         timeout_min=int(job.resources.timeout_min), cluster=self.config.get("cluster"),
+                         slurm=self.config.get("slurm"), gate=[Path(p) for p in job.input.gate], say=r.say)  # fmt: skip
+        if isinstance(task, RunRecord):  # the launch gate skipped it: run.json is written
+            return FINISHED
+        if task.settings.cluster != "slurm":
+            raise SpecError("profiles/slurm/config.yaml", "cluster", task.settings.cluster,
+                            "the graphsweep executor submits Slurm jobs; run other clusters on Snakemake's local "
+                            "executor (snakemake --cores N)")  # fmt: skip
+        r.task, r.steps = task, run_steps(task, r.say)
+        return self.launch(r, next(r.steps))
+
+    def launch(self, r: Running, launch: Launch) -> Flight:
+        """A job of the run: the one its side file names, where the launch may reattach; else a fresh one. sbatch's
+        failures go into the run's sequence (recorded there) and fail the rule."""
+        t = r.task
+        side = read_side(t.jobs) if launch.reattach else None
+        if side is not None and side.cluster == "slurm":  # the fleet's first poll says how it found the job
+            return self.fleet.add(t.run_id, side, reattached=True, owner=r, limits=waiting_limits(t.settings))
+        try:
+            side = submit_slurm(t.run_id, t.plan, t.jobs, t.settings, t.attempt, r.say, stop=self.stopping)
+        except (InfraFailure, SubmitRefused) as exc:
+            r.steps.throw(exc)  # recorded, and raised again
+        return self.fleet.add(t.run_id, side, owner=r, limits=waiting_limits(t.settings))
+
+    def ended(self, r: Running, event: Event) -> Launch | str:
+        """What a poll found, handed to the run's sequence: FINISHED, or the run's next job (the retry of a transient
+        failure; a fresh job for a reattached one that ended without a result). A job that gave no result is known
+        gone before the run may be submitted again: else the failure keeps it in the side file, and the next attempt
+        reattaches to it."""
+        f = event.flight
+        if event.kind == RESULT:
+            try:
+                return r.steps.send(JobEnd(event.facts, f.side, f.watch.final_state))
+            except StopIteration:
+                return FINISHED
+        failure = event.failure or InfraFailure("VANISHED", f"job {f.job_id} ended without a result")
+        failure.gone = self.known_gone(f.job_id, failure.cancel, r.say)
+        if event.kind == VANISHED and failure.gone:
+            r.say(f"previous Slurm job {f.job_id} of {r.task.run_id} ended without a result; submitting a new one")
+            return Launch(reattach=False)
+        r.steps.throw(failure)  # recorded, and raised again
+        raise AssertionError("the run's sequence raises what it is thrown")
+
+    def known_gone(self, job_id: str, cancel: bool, say: Callable[[str], None]) -> bool:
+        if cancel:
+            slurm.cancel(job_id)
+        if slurm.gone(job_id, stop=self.stopping):
+            return True
+        say(f"Slurm still holds job {job_id}: the run is not submitted again beside it (the next attempt reattaches "
+            f"to it; scancel {job_id} to end it)")  # fmt: skip
+        return False
+
+
 class Executor(RemoteExecutor):
     def __post_init__(self) -> None:
         config = getattr(self.workflow, "config", None) or {}
         base = SubmitSettings(cluster="slurm", slurm=config.get("slurm") or {})
         self.fleet = Fleet(SacctWatcher(base.status_interval_s), waiting_limits(base), say_to(None))
         self.next_seconds_between_status_checks = base.poll_s
+        self.stopping = threading.Event()  # the controller stops: no sbatch is retried, no old job waited for
+        self.slurm = OnSlurm(self.fleet, config, self.stopping)
         self.submitting = ThreadPoolExecutor(SUBMITTERS, thread_name_prefix="graphsweep-submit")
         # one log read at a time (a parse, a finished run's retry decision): the controller's memory stays bounded
         self.reading = ThreadPoolExecutor(1, thread_name_prefix="graphsweep-read")
-        self.stopping = threading.Event()  # the controller stops: no sbatch is retried, no old job waited for
         self.running: dict[int, Running] = {}  # by Snakemake job id, for Ctrl-C (active_jobs is emptied while polled)
         self.running_lock = threading.Lock()
 
-    # Snakemake's side ------------------------------------------------------------------------------------------
     def run_job(self, job: JobExecutorInterface) -> None:
         info = SubmittedJobInfo(job, aux={})
         r = info.aux["running"] = Running(info, say_to(next(iter(job.log), None)))
@@ -117,9 +188,9 @@ class Executor(RemoteExecutor):
             return
         self.workflow.async_run(job.prepare())
         if rule == PARSE_RULE:
-            r.step = self.reading.submit(self._parse, job)
+            r.step = self.reading.submit(parse_job, job)
         else:
-            r.step = self.submitting.submit(self._begin, r, job)
+            r.step = self.submitting.submit(self.slurm.begin, r, job)
         with self.running_lock:
             self.running[job.jobid] = r
         self.report_job_submission(info)
@@ -137,7 +208,7 @@ class Executor(RemoteExecutor):
                 self.fleet.forget([r.flight])
                 # a result is read (the log, for the retry decision); a failure may wait for slurmctld to let go
                 pool = self.reading if event.kind == RESULT else self.submitting
-                r.flight, r.step = None, pool.submit(self._ended, r, event)
+                r.flight, r.step = None, pool.submit(self.slurm.ended, r, event)
             if r.step is not None or r.flight is not None:
                 yield r.info
 
@@ -163,73 +234,6 @@ class Executor(RemoteExecutor):
         for pool in (self.submitting, self.reading):
             pool.shutdown(wait=True, cancel_futures=True)
 
-    # The run's steps, on this executor's threads -------------------------------------------------------------
-    def _begin(self, r: Running, job: Any) -> Flight | str:
-        """begin (run/runrule.py begin_run), then the run's first job: submitted, or reattached."""
-        config = getattr(self.workflow, "config", None) or {}
-        run = run_dir(job.input.config, job.output.run, job.output.log, job.output.ranks)
-        task = begin_run(run, JobsDir(job.params.jobs_dir), attempt=int(job.attempt),
-                         timeout_min=int(job.resources.timeout_min), cluster=config.get("cluster"),
-                         slurm=config.get("slurm"), gate=[Path(p) for p in job.input.gate], say=r.say)  # fmt: skip
-        if isinstance(task, RunRecord):  # the launch gate skipped it: run.json is written
-            return FINISHED
-        if task.settings.cluster != "slurm":
-            raise SpecError("profiles/slurm/config.yaml", "cluster", task.settings.cluster,
-                            "the graphsweep executor submits Slurm jobs; run other clusters on Snakemake's local "
-                            "executor (snakemake --cores N)")  # fmt: skip
-        r.task, r.steps = task, run_steps(task, r.say)
-        return self._launch(r, next(r.steps))
-
-    def _launch(self, r: Running, launch: Launch) -> Flight:
-        """A job of the run: the one its side file names, where the launch may reattach; else a fresh one. sbatch's
-        failures go into the run's sequence (recorded there) and fail the rule."""
-        t = r.task
-        side = read_side(t.jobs) if launch.reattach else None
-        if side is not None and side.cluster == "slurm":  # the fleet's first poll says how it found the job
-            return self._watch(r, side, reattached=True)
-        try:
-            side = submit_slurm(t.run_id, t.plan, t.jobs, t.settings, t.attempt, r.say, stop=self.stopping)
-        except (InfraFailure, SubmitRefused) as exc:
-            r.steps.throw(exc)  # recorded, and raised again
-        return self._watch(r, side)
-
-    def _watch(self, r: Running, side: Any, reattached: bool = False) -> Flight:
-        return self.fleet.add(r.task.run_id, side, reattached=reattached, owner=r,
-                              limits=waiting_limits(r.task.settings))  # fmt: skip
-
-    def _ended(self, r: Running, event: Event) -> Flight | Launch | str:
-        """What a poll found, handed to the run's sequence: FINISHED, or the run's next job (the retry of a transient
-        failure; a fresh job for a reattached one that ended without a result), launched from the submitting threads.
-        A job that gave no result is known gone before the run may be submitted again: else the failure keeps it in
-        the side file, and the next attempt reattaches to it."""
-        f = event.flight
-        if event.kind == RESULT:
-            try:
-                return r.steps.send(JobEnd(event.facts, f.side, f.watch.final_state))
-            except StopIteration:
-                return FINISHED
-        failure = event.failure or InfraFailure("VANISHED", f"job {f.job_id} ended without a result")
-        failure.gone = self._known_gone(f.job_id, failure.cancel, r.say)
-        if event.kind == VANISHED and failure.gone:
-            r.say(f"previous Slurm job {f.job_id} of {r.task.run_id} ended without a result; submitting a new one")
-            return Launch(reattach=False)
-        r.steps.throw(failure)  # recorded, and raised again
-        raise AssertionError("the run's sequence raises what it is thrown")
-
-    def _known_gone(self, job_id: str, cancel: bool, say: Callable[[str], None]) -> bool:
-        if cancel:
-            slurm.cancel(job_id)
-        if slurm.gone(job_id, stop=self.stopping):
-            return True
-        say(f"Slurm still holds job {job_id}: the run is not submitted again beside it (the next attempt reattaches "
-            f"to it; scancel {job_id} to end it)")  # fmt: skip
-        return False
-
-    @staticmethod
-    def _parse(job: Any) -> str:
-        parse_rule(job.input, job.output)  # as the rule's script does (scripts/parse_run.py)
-        return FINISHED
-
     def _step_done(self, r: Running) -> None:
         """A step on the executor's threads ended: the run now waits for a Slurm job, starts its next one, is
         finished, or failed."""
@@ -242,7 +246,7 @@ class Executor(RemoteExecutor):
         if isinstance(done, Flight):
             r.flight = done
         elif isinstance(done, Launch):
-            r.step = self.submitting.submit(self._launch, r, done)
+            r.step = self.submitting.submit(self.slurm.launch, r, done)
         else:
             self._done(r)
             self.report_job_success(r.info)
