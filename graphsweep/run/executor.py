@@ -43,6 +43,7 @@ from graphsweep.layout import JobsDir
 from graphsweep.parse.run_dir import parse_rule
 from graphsweep.records import RunRecord, SpecError
 from graphsweep.run import slurm
+from graphsweep.run.local import stop_earlier
 from graphsweep.run.runrule import JobEnd, Launch, RunTask, begin_run, run_steps
 from graphsweep.run.sbatch import SubmitRefused
 from graphsweep.run.slurm import InfraFailure, SacctWatcher
@@ -128,6 +129,8 @@ class OnSlurm:
         side = read_side(t.jobs) if launch.reattach else None
         if side is not None and side.cluster == "slurm":  # the fleet's first poll says how it found the job
             return self.fleet.add(t.run_id, side, reattached=True, owner=r, limits=waiting_limits(t.settings))
+        if side is not None:  # a local job of this run (an earlier sweep without the profile): known gone first
+            stop_earlier(t.jobs, r.say)
         try:
             side = submit_slurm(t.run_id, t.plan, t.jobs, t.settings, t.attempt, r.say, stop=self.stopping)
         except (InfraFailure, SubmitRefused) as exc:

@@ -40,10 +40,15 @@ class ControllerGone(SystemExit):
 
 def stop_earlier(jobs: JobsDir, say: Callable[[str], None]) -> None:
     """The local job the run's side file names, if it still runs (its controller was killed with the run rule's
-    process, so nobody stopped it): stopped, and confirmed gone, before a new one starts."""
+    process, so nobody stopped it): stopped, and confirmed gone, before a new one starts. A Slurm job there may still
+    be queued or running: nothing starts beside it (UnusableFile, saying how to go on)."""
     side = read_side(jobs)
-    if side is None or side.cluster == "slurm":
+    if side is None:
         return
+    if side.cluster == "slurm":
+        raise UnusableFile(jobs.side, f"names Slurm job {side.job_id} of run {jobs.run_id}, which may still be queued "
+                           "or running", "run the sweep with --profile slurm to reattach to it, or scancel it and "
+                           "delete this file")  # fmt: skip
     alive = process_alive(side.job_id, side.host, side.pid_start)
     if alive is None:
         raise UnusableFile(jobs.side, f"names local job {side.job_id} of host {side.host}, which cannot be checked "

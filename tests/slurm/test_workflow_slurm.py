@@ -144,6 +144,43 @@ def test_deleting_one_runs_outputs_submits_exactly_one_job(default_sweep):
     assert after == before
 
 
+def test_deleting_one_runs_parsed_files_parses_that_run_alone_in_the_controller(default_sweep):
+    """The parse rule runs in the controller (the graphsweep executor parses each finished run there, one at a time,
+    not in a Python process per run): deleting one run's summary.json and iterations.parquet parses that run alone
+    again, submits nothing and changes no other run's files."""
+    wd, _ = default_sweep
+    run = wd.sweep_dir() / "runs" / "h64-mb2-a68b21.eager.r1"
+    assert run.is_dir(), sorted(p.name for p in run.parent.iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    others = {p: p.stat().st_mtime_ns for p in run.parent.glob("*/summary.json") if p.parent != run}
+    (run / "summary.json").unlink()
+    (run / "iterations.parquet").unlink()
+    n_before = len(wd.submitted())
+    proc = wd.snakemake()
+    assert_ok(proc)
+    text = proc.stdout + proc.stderr
+    assert re.search(r"^parse\s+1$", text, re.M) and not re.search(r"^run\s+\d", text, re.M), text[-3000:]
+    assert len(wd.submitted()) == n_before
+    assert json.loads((run / "summary.json").read_text()) == summary
+    assert {p: p.stat().st_mtime_ns for p in others} == others
+
+
+def test_a_damaged_run_json_is_named_in_one_line_and_nothing_runs(default_sweep):
+    wd, _ = default_sweep
+    victim = wd.sweep_dir() / "runs" / "h64-mb2-a68b21.eager.r1" / "run.json"
+    good = victim.read_text()
+    victim.write_text(good[:40])
+    try:
+        n_before = len(wd.submitted())
+        proc = wd.snakemake()
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        last = proc.stderr.strip().splitlines()[-1]
+        assert "runs/h64-mb2-a68b21.eager.r1/run.json" in last and "not valid JSON" in last, last
+        assert len(wd.submitted()) == n_before
+    finally:
+        victim.write_text(good)
+
+
 # --------------------------------------------------------------------------------------------------
 # Faults
 
