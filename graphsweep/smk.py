@@ -135,3 +135,11 @@ def setting_file(key: str, given: Mapping[str, Any], files: Sequence[str | Path]
         if isinstance(data, Mapping) and top in data:
             return os.path.relpath(path)
     return "configs/config.yaml or --config"
+
+
+def run_config(input: Any, output: Any, params: Any) -> tuple[Any, Any]:
+    """The run rule's config.yaml and its launch record: (the file, None) where the rule reads config.yaml as an
+    input; (the file to write, the record) where it hands the record over as `params.config` and declares
+    `output.config` (run/runrule.py begin_run writes it)."""
+    record = params.get("config")
+    return (input.config, None) if record is None else (output.config, record)

@@ -49,7 +49,7 @@ from graphsweep.run.sbatch import SubmitRefused
 from graphsweep.run.slurm import InfraFailure, SacctWatcher
 from graphsweep.run.submit import SubmitSettings, read_side, submit_slurm, waiting_limits
 from graphsweep.run.watch import RESULT, VANISHED, Event, Fleet, Flight
-from graphsweep.smk import run_dir
+from graphsweep.smk import run_config, run_dir
 
 RUN_RULE, PARSE_RULE = "run", "parse"  # rules/run.smk, rules/parse.smk: the rules this executor runs
 SUBMITTERS = 4  # threads that may sit in sbatch (and its retries) at once
@@ -109,10 +109,12 @@ class OnSlurm:
 
     def begin(self, r: Running, job: Any) -> Flight | str:
         """begin (run/runrule.py begin_run), then the run's first job: submitted, or reattached."""
-        run = run_dir(job.input.config, job.output.run, job.output.log, job.output.ranks)
-        task = begin_run(run, JobsDir(job.params.jobs_dir), attempt=int(job.attempt),
-                         timeout_min=int(job.resources.timeout_min), cluster=self.config.get("cluster"),
-                         slurm=self.config.get("slurm"), gate=[Path(p) for p in job.input.gate], say=r.say)  # fmt: skip
+        config_file, config = run_config(job.input, job.output, job.params)
+        run = run_dir(config_file, job.output.run, job.output.log, job.output.ranks)
+        task = begin_run(run, JobsDir(job.params.jobs_dir), config, config_file if config is not None else None,
+                         attempt=int(job.attempt), timeout_min=int(job.resources.timeout_min),
+                         cluster=self.config.get("cluster"), slurm=self.config.get("slurm"),
+                         gate=[Path(p) for p in job.input.gate], say=r.say)  # fmt: skip
         if isinstance(task, RunRecord):  # the launch gate skipped it: run.json is written
             return FINISHED
         if task.settings.cluster != "slurm":
