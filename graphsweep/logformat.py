@@ -124,7 +124,7 @@ def host_time_unmeasured(rank: int, why: str) -> str:
     return f"{HOST_TIME}rank {rank} not measured: {why}"
 
 
-# The ABBA driver's markers around each segment of a pair job's combined log (graphsweep/run/abba.py); the
+# The ABBA driver's markers around each segment of a pair job's combined log (graphsweep/entry/abba.py); the
 # controller splits the log at them (graphsweep/parse/pairs.py)
 ABBA_MARK = "[graphsweep abba]"
 

@@ -1,6 +1,6 @@
 """What produced a run, and whether two runs may be compared.
 
-`collect(env)` runs inside the job (graphsweep.run.job.job_main) and returns a JSON-able dict stored in run.json
+`collect(env)` runs inside the job (graphsweep.entry.job.job_main) and returns a JSON-able dict stored in run.json
 under "provenance": graphsweep version and git SHA (+ dirty flag), the Megatron tree SHA when given, the
 container image, the library versions, the GPUs (nvidia-smi), the node list, the environment variables that
 change CUDA-graph behaviour and the Slurm job fields. It is fast (one nvidia-smi and one git call, torch is

@@ -1,6 +1,8 @@
 """The records that cross stages: a run (`RunSpec`, its `Variant`), a cell (`Cell`), a preflight `Violation`, the
 `LaunchPlan` of one job (with its one serialisation), a graph's `GraphOverrides`, the launch gate's `GateDecision`,
-what a run's log says (`RunSummary`, summary.json), and `SpecError`, what a bad spec raises. Their names (outcomes, verdicts, arms) are graphsweep/vocab.py's. Standard
+what a run's log says (`RunSummary`, summary.json), the files a run's job leaves (`JobSide`: job.json,
+`RunRecord`: run.json, each with its one validating to/from dict) and `SpecError`, what a bad spec raises. Their
+names (outcomes, verdicts, arms) are graphsweep/vocab.py's. Standard
 library only: the entry module imports it inside the user's container.
 """
 
@@ -283,6 +285,144 @@ def _typed(key: str, value: Any, annotation: str) -> Any:
     if not ok:
         raise ValueError(f"{key} = {value!r} is not {_KIND_WORDS[kind]}")
     return float(value) if kind == "float" else value
+
+
+def _field(d: Mapping[str, Any], key: str, kind: str, default: Any = None) -> Any:
+    """d[key] checked to be of `kind` (int, count, number, text, id, mapping, list) or None; ValueError naming the key
+    and its value when it is not. A missing key is `default`."""
+    v = d.get(key, default)
+    if v is None:
+        return default
+    ok = {"int": isinstance(v, int) and not isinstance(v, bool),
+          "count": isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+          "number": isinstance(v, (int, float)) and not isinstance(v, bool),
+          "text": isinstance(v, str),
+          "id": isinstance(v, (str, int)) and not isinstance(v, bool) and str(v) != "",
+          "mapping": isinstance(v, Mapping),
+          "list": isinstance(v, list)}[kind]  # fmt: skip
+    if not ok:
+        raise ValueError(f"key '{key}' = {v!r} is not {_KINDS[kind]}")
+    return str(v) if kind == "id" else v
+
+
+_KINDS = {"int": "a whole number", "count": "a count (a whole number from 0)", "number": "a number", "text": "text",
+          "id": "a job id", "mapping": "a mapping", "list": "a list"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class JobSide:
+    """`.jobs/{run_id}/job.json`: the job a run waits for, written as it is submitted (run/submit.py, run/local.py) and
+    removed once the job is known to have ended. A controller that was killed reattaches to a Slurm job from here;
+    before a local job of the run starts again, the one named here is known gone (its process, by host, pid and start
+    time)."""
+
+    cluster: str  # local | debug | slurm
+    job_id: str
+    folder: str  # submitit's folder of the job ("%j" stands for the job id)
+    log: str  # the job's training log, linked to runs/{run_id}/log.txt when it has ended
+    attempt: int = 1  # the run rule's attempt that submitted it
+    timeout_min: int | None = None
+    submitted_utc: str | None = None
+    host: str | None = None  # a local job: the host of its process ...
+    pid_start: str | None = None  # ... and that process's start time (a reused pid is not the job)
+    rank_log_dir: str | None = None  # torchrun's per-rank files of the job, where it gave them a folder
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "JobSide":
+        """The record as to_dict wrote it; ValueError naming the key that is not."""
+        if not isinstance(d, Mapping):
+            raise ValueError("not the mapping of a job graphsweep writes")
+        kinds = {"cluster": "text", "job_id": "id", "folder": "text", "log": "text", "attempt": "int",
+                 "timeout_min": "int", "submitted_utc": "text", "host": "text", "pid_start": "id",
+                 "rank_log_dir": "text"}  # fmt: skip
+        got = {k: _field(d, k, kind) for k, kind in kinds.items()}
+        missing = [k for k in ("cluster", "job_id", "folder", "log") if got[k] is None]
+        if missing:
+            raise ValueError(f"lacks '{missing[0]}'")
+        return cls(**{**got, "attempt": got["attempt"] or 1})
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """`runs/{run_id}/run.json`: what ran for one run and how its job ended. Three writers, one record: a job's end
+    (run/runrule.py), a graph arm the launch gate skipped (run/gate.py: no job, `gate` holds the decision) and an
+    ingested log (run/ingest.py: no job, `source_files` and `seed`). The log says the rest (parse/)."""
+
+    run_id: str
+    executor: str  # local | debug | slurm | launch-gate | ingest
+    job_id: str | None = None  # None: no job ran
+    attempt: int = 1  # the run rule's attempt (Snakemake's --retries)
+    state: str | None = None  # the scheduler's state of the job (None: no job)
+    exit_code: int | None = None  # the training command's (negative: the signal that ended it)
+    command: str | None = None  # the command as it ran, quoted for a shell
+    gpus: int | None = None
+    nodes: int | None = None
+    host: str | None = None
+    submitted_utc: str | None = None
+    start_utc: str | None = None
+    end_utc: str | None = None
+    wall_s: float | None = None
+    gpu_seconds: float | None = None
+    time_limit_min: int | None = None
+    slurm_job_id: str | None = None
+    slurm_nodelist: str | None = None
+    slurm_restart_count: int | None = None
+    provenance: Mapping[str, Any] = field(default_factory=dict)  # graphsweep/provenance.py, collected in the job
+    # the attempt before a transient failure's one retry: its record, with its log kept aside and the signature
+    previous_attempts: tuple["RunRecord", ...] = ()
+    log: str | None = None  # (a previous attempt) its training log, kept under .jobs/
+    signature: str | None = None  # (a previous attempt) the transient signature it failed on
+    gate: GateDecision | None = None  # the launch gate's decision on a graph run of a `launch_gate: true` spec
+    source_files: tuple[Mapping[str, Any], ...] | None = None  # ingested: path, sha256 and bytes of each log file
+    seed: int | None = None  # ingested: the spec's source.seed
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys this graphsweep does not know, kept as they were
+
+    _WHEN_SET = ("previous_attempts", "log", "signature", "gate", "source_files", "seed")  # else no such key
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            v = getattr(self, name)
+            if name == "extra" or name in self._WHEN_SET and v in (None, ()):
+                continue
+            if name == "previous_attempts":
+                v = [p.to_dict() for p in v]
+            elif name == "gate":
+                v = v.to_dict()
+            elif name == "provenance":
+                v = dict(v)
+            elif name == "source_files":
+                v = [dict(s) for s in v]
+            out[name] = v
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "RunRecord":
+        """The record as to_dict wrote it (and as every earlier graphsweep wrote it); ValueError naming the key and
+        value that are not."""
+        if not isinstance(d, Mapping):
+            raise ValueError("not the mapping of a run graphsweep writes")
+        kinds = {"run_id": "text", "executor": "text", "job_id": "id", "attempt": "int", "state": "text",
+                 "exit_code": "int", "command": "text", "gpus": "count", "nodes": "count", "host": "text",
+                 "submitted_utc": "text", "start_utc": "text", "end_utc": "text", "wall_s": "number",
+                 "gpu_seconds": "number", "time_limit_min": "int", "slurm_job_id": "id", "slurm_nodelist": "text",
+                 "slurm_restart_count": "count", "provenance": "mapping", "previous_attempts": "list", "log": "text",
+                 "signature": "text", "gate": "mapping", "source_files": "list", "seed": "int"}  # fmt: skip
+        got = {k: _field(d, k, kind) for k, kind in kinds.items()}
+        for key in ("run_id", "executor"):
+            if not got[key]:
+                raise ValueError(f"lacks '{key}'")
+        if any(not isinstance(s, Mapping) for s in got["source_files"] or ()):
+            raise ValueError("key 'source_files' holds something else than the record of a source file")
+        got["attempt"] = 1 if got["attempt"] is None else got["attempt"]
+        got["provenance"] = dict(got["provenance"] or {})
+        got["previous_attempts"] = tuple(cls.from_dict(p) for p in got["previous_attempts"] or ())
+        got["gate"] = None if got["gate"] is None else GateDecision.from_dict(got["gate"])
+        got["source_files"] = None if got["source_files"] is None else tuple(got["source_files"])
+        return cls(**got, extra={k: v for k, v in d.items() if k not in kinds})
 
 
 # The words of a sweep (design.md): a shape is one point of the axes, a variant a graph setting, a cell shape x

@@ -11,7 +11,7 @@ import resource
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from graphsweep import textsafe
 from graphsweep.layout import RunDir
@@ -183,44 +183,46 @@ def time_limit_problem(overwrite: Any, attempts: int, wildcards: Iterable[Any], 
     return None
 
 
-def config_problem(error: BaseException) -> str:
-    """One line for Snakemake's config-validation error (a WorkflowError around jsonschema's ValidationError)."""
+def config_problem(error: BaseException) -> tuple[str, str]:
+    """(the dotted key, one line) for Snakemake's config-validation error (a WorkflowError around jsonschema's
+    ValidationError)."""
     # Snakemake raises it inside `except ValidationError`: the schema's error is the context
     candidates = (*getattr(error, "args", ()), error.__cause__, error.__context__, error)
     inner = next((a for a in candidates if hasattr(a, "validator") and hasattr(a, "absolute_path")), None)
     if inner is None:
-        return " ".join(str(error).split())
+        return "", " ".join(str(error).split())
     key = ".".join(str(p) for p in inner.absolute_path) or "(top level)"
     if "propertyNames" in inner.schema_path:  # the key itself is wrong
-        return f"key '{key}.{inner.instance}': not a name this setting takes (it must match {inner.validator_value})"
+        return key, f"key '{key}.{inner.instance}': not a name this setting takes (it must match {inner.validator_value})"
     if inner.validator == "enum":
         allowed = ", ".join(dict.fromkeys(str(v) for v in inner.validator_value))
-        return f"key '{key}' = {inner.instance!r}: must be one of {allowed}"
+        return key, f"key '{key}' = {inner.instance!r}: must be one of {allowed}"
     if inner.validator == "additionalProperties":
         allowed = ", ".join(sorted(inner.schema.get("properties", {})))
         unknown = sorted(set(inner.instance) - set(inner.schema.get("properties", {})))
-        where = f"'{key}.{unknown[0]}'" if inner.absolute_path else f"'{unknown[0]}'" if unknown else f"'{key}'"
-        return f"unknown key {where}; the settings here are {allowed}"
-    return f"key '{key}' = {inner.instance!r}: {' '.join(inner.message.split())}"
+        where = f"{key}.{unknown[0]}" if inner.absolute_path and unknown else unknown[0] if unknown else key
+        return where, f"unknown key '{where}'; the settings here are {allowed}"
+    return key, f"key '{key}' = {inner.instance!r}: {' '.join(inner.message.split())}"
 
 
-def unsafe_setting(config: Any) -> str | None:
+def unsafe_setting(config: Any) -> tuple[str, str] | None:
     """What the workflow schema cannot say about the settings (configs/config.yaml, the Slurm profile's cluster.yaml,
     --config): a value with a line break or another control character (it reaches a batch script: a partition
-    `batch\ntouch x` would run `touch x`), or a number that is not finite (`status_interval_s: .inf` would never
-    ask sacct again). One line naming the key and the value, or None."""
+    `batch\ntouch x` would run `touch x`), a number that is not finite (`status_interval_s: .inf` would never
+    ask sacct again), an extra sbatch line that sets what graphsweep sets. (the dotted key, one line naming the key
+    and the value), or None."""
     if found := textsafe.control_character(config):
         key, text, what = found
-        return f"key '{key}' = {text!r}: {textsafe.one_line_problem(what)}"
+        return key, f"key '{key}' = {text!r}: {textsafe.one_line_problem(what)}"
     if bad := textsafe.not_finite(config):
-        return f"key '{bad[0]}' = {bad[1]}: {textsafe.NOT_FINITE}"
+        return bad[0], f"key '{bad[0]}' = {bad[1]}: {textsafe.NOT_FINITE}"
     return slurm_profile_problem(config)
 
 
-def slurm_profile_problem(config: Any) -> str | None:
+def slurm_profile_problem(config: Any) -> tuple[str, str] | None:
     """An extra sbatch line of the profile (`slurm.sbatch`, `slurm.slurm_additional_parameters`, or a submitit
     `slurm_*` parameter) that would set what graphsweep sets for every run: the job's size, time limit, files or
-    submitit's own options (textsafe.PLAN_SBATCH_OPTIONS). One line naming the key, or None."""
+    submitit's own options (textsafe.PLAN_SBATCH_OPTIONS). (the dotted key, one line naming it), or None."""
     slurm = config.get("slurm") if isinstance(config, dict) else None
     if not isinstance(slurm, dict):
         return None
@@ -230,10 +232,34 @@ def slurm_profile_problem(config: Any) -> str | None:
               if isinstance(key, str) and key.startswith("slurm_") and key != "slurm_additional_parameters"]
     for where, option, value in given:
         if problem := textsafe.sbatch_option_problem(str(option), spec=False):
-            return f"key '{where}' = {value!r}: {problem}"
+            return where, f"key '{where}' = {value!r}: {problem}"
     return None
 
 
 def setting_on(value: object) -> bool:
     """A yes/no workflow setting as typed on the command line (`--config rounds=false` gives the text "false")."""
     return value if isinstance(value, bool) else str(value).strip().lower() not in ("0", "false", "no", "off")
+
+
+def setting_file(key: str, given: Mapping[str, Any], files: Sequence[str | Path], load: Callable[[str], Any]) -> str:
+    """Where a workflow setting comes from: `--config` (`given`), else the last of the config `files` (in the order
+    Snakemake applies them, loaded with `load`) that sets its first key, as a path from here."""
+    top = key.split(".")[0]
+    if top in given:
+        return "--config"
+    for path in reversed(list(files)):
+        try:
+            data = load(str(path))
+        except Exception:  # noqa: BLE001 - a file Snakemake read already; this only names it
+            continue
+        if isinstance(data, Mapping) and top in data:
+            return os.path.relpath(path)
+    return "configs/config.yaml or --config"
+
+
+def run_config(input: Any, output: Any, params: Any) -> tuple[Any, Any]:
+    """The run rule's config.yaml and its launch record: (the file, None) where the rule reads config.yaml as an
+    input; (the file to write, the record) where it hands the record over as `params.config` and declares
+    `output.config` (run/runrule.py begin_run writes it)."""
+    record = params.get("config")
+    return (input.config, None) if record is None else (output.config, record)

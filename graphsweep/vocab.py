@@ -60,9 +60,9 @@ GRAPH = "graph"
 CONTROL = "control"  # the second eager arm of an A/A cell
 PAIR = "pair"  # one job that runs both arms of a cell in ABBA order (spec `pairing: true`)
 ARMS = (EAGER, GRAPH, CONTROL, PAIR)
-ABBA_DRIVER = "graphsweep.run.abba"  # python -m ABBA_DRIVER runs a pair job's segments (graphsweep/run/abba.py)
+ABBA_DRIVER = "graphsweep.entry.abba"  # python -m ABBA_DRIVER runs a pair job's segments (graphsweep/entry/abba.py)
 # The interpreter a plan names for graphsweep's own programs (`python -m graphsweep...`: the builtin trainer, the ABBA
-# driver) when the spec names none: the job runs them with its own interpreter (run/job.py own_interpreter), so no
+# driver) when the spec names none: the job runs them with its own interpreter (entry/job.py own_interpreter), so no
 # plan holds the controller venv's path and moving the venv changes no run's command.
 PYTHON = "python"
 AA = "aa"  # the A/A control cell's variant name (eager against eager: the measured false-positive rate)

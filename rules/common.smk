@@ -4,6 +4,7 @@
 import re
 import sys
 
+from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -13,23 +14,35 @@ from graphsweep.plan.repeats import RepeatsError
 from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
-from graphsweep.smk import config_problem, refuse, setting_on, unsafe_setting
+from graphsweep.smk import config_problem, refuse, setting_file, setting_on, unsafe_setting
 from graphsweep.layout import SweepPaths
 from graphsweep.records import SpecError
 from graphsweep.vocab import PAIR
 
+
+def setting_problem(key, problem):
+    """One line naming the file (or --config) the setting comes from, its key and value, and what is wrong."""
+    # the profile's config files are applied after the Snakefile's own configfile
+    files = [
+        *[
+            f
+            for f in workflow.configfiles
+            if f not in workflow.config_settings.configfiles
+        ],
+        *workflow.config_settings.configfiles,
+    ]
+    where = setting_file(key, workflow.config_settings.config, files, load_configfile)
+    return f"graphsweep: invalid workflow setting ({where}): {problem}"
+
+
+# a line break in a partition or a comment would become a shell line of every batch script; a NaN passes every bound
+if found := unsafe_setting(config):
+    refuse(setting_problem(*found))
 try:
     validate(config, str(data_file(CONFIG_SCHEMA)))
 except WorkflowError as error:
-    # a mistyped --config (archive_logs=maybe, cluster=slrum, specs=...): one line, not the schema dump
-    refuse(
-        f"graphsweep: invalid workflow setting (configs/config.yaml or --config): {config_problem(error)}"
-    )
-if problem := unsafe_setting(config):
-    # a line break in a partition or a comment would become a shell line of every batch script
-    refuse(
-        f"graphsweep: invalid workflow setting (configs/config.yaml, the Slurm profile's cluster.yaml or --config): {problem}"
-    )
+    # a mistyped --config (archive_logs=maybe, cluster=slrum, specs=...), an interval out of its range: one line
+    refuse(setting_problem(*config_problem(error)))
 
 try:
     # a broken spec stops the workflow before anything is planned or submitted. Every run is planned once for this

@@ -85,8 +85,28 @@ STARTED = (
 )  # onstart ran: Snakemake found jobs to run (it skips every hook when there is nothing to do)
 
 
+def slurm_needs_its_executor():
+    """Runs that go to Slurm are submitted and waited for by the graphsweep executor, which the Slurm profile names:
+    on any other executor one line says so, before any job (known once the DAG and the executor are).
+    """
+    cluster = config.get("cluster") or SPEC.executor.cluster
+    if cluster != "slurm" or workflow.executor_plugin.name == "graphsweep":
+        return
+    if any(job.rule.name == "run" for job in workflow.dag.needrun_jobs()):
+        where = (
+            "--config cluster=slurm"
+            if config.get("cluster")
+            else f"executor.cluster: slurm in {SPEC.path}"
+        )
+        refuse(
+            f"graphsweep: the runs of sweep '{SWEEP}' go to Slurm ({where}), which needs the graphsweep executor: "
+            "run snakemake --profile slurm (its cluster.yaml says where the jobs go); nothing was submitted"
+        )
+
+
 def start_sweep():
     """onstart: this spec owns results/{sweep} and this controller holds the sweep until it stops."""
+    slurm_needs_its_executor()
     STARTED.append(time.time())
     KEPT_VERSIONS.update(file_versions(update_outputs()))
     claim(PATHS, SPEC)

@@ -1,5 +1,9 @@
 # Derived outputs are update(): Snakemake keeps the last good version while the job runs and restores it when the
 # job fails (a damaged input), instead of deleting it; the scripts replace them only by a complete new version.
+#
+# parse is the one rule besides run that is not local: with the Slurm profile the graphsweep executor parses each
+# finished run inside the controller, one at a time (graphsweep/run/executor.py), instead of one Python process per
+# run on the login node (Snakemake ignores --local-cores when jobs go to a cluster). Its script runs it otherwise.
 rule parse:
     input:
         run=str(PATTERN.run_json("{run_id}")),
@@ -11,7 +15,6 @@ rule parse:
         summary=update(str(PATTERN.run_summary("{run_id}"))),
     log:
         str(PATTERN.rule_log("parse", "{run_id}")),
-    localrule: True
     script:
         "../scripts/parse_run.py"
 

@@ -10,6 +10,8 @@ segments/{label}.log, each segment parsed as a run, and each arm's two segments 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost
@@ -24,7 +26,15 @@ from graphsweep.store.runfiles import read_run_config, read_run_info
 from graphsweep.layout import RunDir
 from graphsweep.fileio import UnusableFile
 from graphsweep.records import GateDecision
+from graphsweep.smk import run_dir
 from graphsweep.vocab import CONTROL, EAGER, GRAPH, INGEST, PAIR, pair_run_id
+
+
+def parse_rule(input: Any, output: Any) -> RunSummary | dict:
+    """The parse rule's job (rules/parse.smk): the run folder of exactly its declared files (Snakemake's input and
+    output lists; RunDir.of refuses any other), parsed. The rule's script calls it, and so does the graphsweep
+    executor, in the controller (run/executor.py)."""
+    return parse_run_dir(run_dir(input.config, input.run, input.log, *input.ranks, output.iterations, output.summary))
 
 
 def parse_run_dir(run: RunDir) -> RunSummary | dict:
@@ -52,7 +62,7 @@ def parse_run_dir(run: RunDir) -> RunSummary | dict:
 
 
 def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
-    """A pair job (graphsweep/run/abba.py): split log.txt into segments/{label}.log, parse each segment as a run, and
+    """A pair job (graphsweep/entry/abba.py): split log.txt into segments/{label}.log, parse each segment as a run, and
     combine each arm's two segments into one measured run. summary.json holds both arms under `arms`."""
     segments = split_segments(run_dir.log.read_text(errors="replace"))
     seg_dir = run_dir.segments

@@ -18,8 +18,9 @@ import pandas as pd
 from graphsweep.judge.sequential import Design
 from graphsweep.plan.cost import sweep_cost
 from graphsweep.sweepspec.sweep import Spec
+from graphsweep.store import runfiles
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
-from graphsweep.layout import SweepPaths
+from graphsweep.layout import RunDir, SweepPaths
 from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
 from graphsweep.vocab import BLOCKED, EAGER, GRAPH
 from graphsweep.workloads import bridge_check, builtin
@@ -182,6 +183,11 @@ def write_plan(spec: Spec, planned: Sequence[PlannedRun], out: str | Path) -> pd
     write_table(df, out, "plan", extra={"spec": spec.raw, "spec_path": spec.path,
                                          "decide": spec.decide.to_dict() if spec.loops else None})
     return df
+
+
+def write_run_config(config: PlannedRun | Mapping[str, Any], run: RunDir) -> None:
+    """runs/{run_id}/config.yaml, whole or not at all (a temp file renamed over it)."""
+    runfiles.write_run_config(config.config() if isinstance(config, PlannedRun) else config, run.config)
 
 
 def wall_seconds(p: PlannedRun) -> float:

@@ -31,6 +31,7 @@ from graphsweep import provenance
 from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.fileio import UnusableFile, replacing, write_json
+from graphsweep.records import RunRecord
 from graphsweep.layout import RunDir
 from graphsweep.textsafe import for_terminal
 from graphsweep.vocab import AA, CONTROL, EAGER, INGEST
@@ -275,7 +276,7 @@ def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = 
     prov: dict[str, Any] = {"source": "ingest"}
     for col, value in (facts or {}).items():
         _set(prov, provenance.COLUMNS[col], value)
-    record = {
+    record = RunRecord.from_dict({  # run.json's one record (records.RunRecord), as the job and the gate write it
         "run_id": run.run_id,
         "executor": INGEST,
         "job_id": None,
@@ -291,6 +292,6 @@ def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = 
         "source_files": [{k: c[k] for k in ("path", "sha256", "bytes")} for c in copied],
         "provenance": prov,
         "seed": seed,
-    }
-    write_json(run.run_json, record)
-    return record
+    })
+    write_json(run.run_json, record.to_dict())
+    return record.to_dict()

@@ -55,7 +55,7 @@ _GENERIC = {"cpus_per_task", "mem_gb", "stderr_to_stdout"}
 _GRAPHSWEEP_KEYS = {
     "request_gpus", "exclusive", "sbatch", "container_image", "container_mounts", "container_workdir", "srun_args",
     "graphsweep_dir", "python", "status_interval_s", "progress_interval_s", "stuck_guard_min", "lost_after_min",
-    "result_grace_s", "submit_retry_s", "state_dir",
+    "result_grace_s", "submit_retry_s",
 }  # fmt: skip
 
 # Derived per run from its LaunchPlan; a profile setting them would give every shape the same layout.

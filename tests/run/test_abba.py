@@ -20,8 +20,8 @@ import yaml
 
 from graphsweep.judge import verdict as stats
 from graphsweep.parse import segments
-from graphsweep.run import abba as driver
-from graphsweep.run.job import is_pair_plan
+from graphsweep.entry import abba as driver
+from graphsweep.entry.job import is_pair_plan
 from graphsweep.workloads import paired
 from graphsweep.workloads.registry import for_run
 from graphsweep.store.aggregate import aggregate
@@ -157,7 +157,7 @@ def test_pairing_plans_one_job_per_cell_repeat_and_no_shared_baseline():
     plan = launch_plan(runs[0])
     assert is_pair_plan(plan) and "--order" in plan.argv and "A1,B1,B2,A2" in plan.argv
     df = plan_frame(plan_sweep(spec))
-    assert set(df.arm) == {"pair"} and df.command.str.contains("graphsweep.run.abba").all()
+    assert set(df.arm) == {"pair"} and df.command.str.contains("graphsweep.entry.abba").all()
     # a pair runs each arm twice: it costs what four unpaired runs cost
     eager, graph = runs[0].pair_arms()
     four = 2 * for_run(eager).estimate(eager) + 2 * for_run(graph).estimate(graph)
@@ -265,8 +265,8 @@ def test_a_graph_arm_that_ooms_in_its_segments_is_an_oom_cell(tmp_path, fake_tra
 
 
 def test_on_slurm_the_driver_runs_in_the_batch_step_and_each_segment_is_its_own_srun_step():
-    from graphsweep.run.job import job_argv
-    from graphsweep.run.submit import slurm_parameters
+    from graphsweep.entry.job import job_argv
+    from graphsweep.run.sbatch import slurm_parameters
 
     arm = LaunchPlan(argv=["python", "-m", "train"], gpus=8, gpus_per_node=8, tasks_per_node=8, srun=True,
                      srun_args=["--ntasks-per-node=8"])  # fmt: skip

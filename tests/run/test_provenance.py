@@ -18,12 +18,11 @@ from graphsweep import provenance
 from graphsweep.store.aggregate import aggregate
 from graphsweep.store.tables import write_table
 from graphsweep.judge.compare import compare
-from graphsweep.plan.planner import plan_sweep, write_plan
-from graphsweep.store.runfiles import write_run_config
+from graphsweep.plan.planner import plan_sweep, write_plan, write_run_config
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.run.job import job_main
+from graphsweep.entry.job import job_main
 from graphsweep.run.runrule import execute_run
 from graphsweep.layout import RunDir
 from tests.support import ROOT
@@ -45,7 +44,7 @@ def test_a_real_job_records_what_produced_it(tmp_path):
     run.config.write_text(yaml.safe_dump(cfg))
     record = execute_run(run, tmp_path / "jobs", say=lambda _: None)
     prov = json.loads(run.run_json.read_text())["provenance"]
-    assert record["exit_code"] == 0 and "error" not in prov
+    assert record.exit_code == 0 and "error" not in prov
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     if head:
         assert prov["graphsweep"]["git_sha"] == head and isinstance(prov["graphsweep"]["git_dirty"], bool)
@@ -135,7 +134,7 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
         image = "nemo:25.11" if run.arm == "graph" and run.shape["model.seq_length"] == 2048 else "nemo:25.09"
         log = PROBE / f"medium-{run.arm}-{run.repeat}.log"
         d = RunDir(out / "runs" / run.run_id)
-        write_run_config(d, p.config())
+        write_run_config(p, d)
         facts = job_main(["cat", str(log)], {"GRAPHSWEEP_CONTAINER_IMAGE": image}, str(d.log))
         d.run_json.write_text(json.dumps({"run_id": run.run_id, "executor": "local", "state": "COMPLETED",
                                           "attempt": 1, **facts}))  # fmt: skip

@@ -142,3 +142,16 @@ def test_a_jobs_size_time_and_files_are_the_plans(slurm_cluster, tmp_path):
     results = wd.sweep_dir().resolve()
     outs = [p for p in results.rglob("*_log.out")]
     assert len(outs) == 2 and not [p for p in wd.path.rglob("*_log.out") if results not in p.resolve().parents]
+
+
+def test_slurm_without_the_profile_is_refused_with_one_line_naming_it(slurm_cluster, tmp_path):
+    """A run on Slurm is submitted and waited for by the graphsweep executor, which the profile names: `--config
+    cluster=slurm` on Snakemake's local executor (one waiting process per run, before issue 39) says so and submits
+    nothing."""
+    wd = make_workdir(tmp_path / "wd", SMALL_SPEC)
+    cmd = [c for c in wd.command() if c not in ("--profile", "slurm")] + ["cluster=slurm", "--cores", "2"]
+    proc = subprocess.run(cmd, cwd=wd.path, env=wd.env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "(--config cluster=slurm)" in last and "run snakemake --profile slurm" in last, last
+    assert calls(wd.logs["sbatch"]) == [] and not list(wd.sweep_dir().glob("runs/*/run.json"))

@@ -60,7 +60,9 @@ def _last_line(proc: subprocess.CompletedProcess, start: str, *needles: str) -> 
     (_spec(**{"workload/env": {"A;touch pwned;B": "1"}}), ["workload.env.A;touch pwned;B", "environment variable"]),
     (_spec(budget_gpu_hours=float("nan")), ["budget_gpu_hours", "not a finite number"]),
     (_spec(margin=float("nan")), ["key 'margin' = NaN"]),
-], ids=["newline comment", "env name", "budget nan", "margin nan"])  # fmt: skip
+    (_spec(**{"executor/slurm/status_interval_s": 1.0e300}),
+     ["key 'executor.slurm.status_interval_s' = 1e+300", "greater than the maximum of 600"]),
+], ids=["newline comment", "env name", "budget nan", "margin nan", "interval 1e300"])  # fmt: skip
 def test_a_hostile_spec_stops_snakemake_with_one_line_and_no_job(tmp_path, spec, needles):
     workdir = copy_workflow(tmp_path / "wf")
     (workdir / "configs" / "bad.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -74,14 +76,20 @@ def test_a_hostile_spec_stops_snakemake_with_one_line_and_no_job(tmp_path, spec,
     ({"slurm": {"sbatch": {"mail-type --wrap=id": "x"}}}, ["key 'slurm.sbatch.mail-type --wrap=id'", "not a name"]),
     ({"slurm": {"status_interval_s": float("inf")}}, ["key 'slurm.status_interval_s' = inf", "not a finite number"]),
     ({"results": "res\x1b[2Jults"}, ["key 'results'", "an escape (ESC)"]),
-], ids=["partition newline", "sbatch option", "interval inf", "results escape"])  # fmt: skip
+    # every interval and limit in a range: 1e+300 s between sacct calls would wait for ever without one
+    ({"slurm": {"status_interval_s": 1.0e300}}, ["key 'slurm.status_interval_s' = 1e+300", "maximum of 600"]),
+    ({"slurm": {"lost_after_min": 0}}, ["key 'slurm.lost_after_min' = 0", "minimum of 0"]),
+    ({"slurm": {"progress_interval_s": 0.01}}, ["key 'slurm.progress_interval_s' = 0.01", "minimum of 1"]),
+], ids=["partition newline", "sbatch option", "interval inf", "results escape", "interval 1e300", "lost after 0",
+        "progress 0.01"])  # fmt: skip
 def test_a_hostile_workflow_setting_stops_snakemake_with_one_line(tmp_path, settings, needles):
-    """What the Slurm profile's cluster.yaml (a Snakemake config file) or --configfile gives."""
+    """What the Slurm profile's cluster.yaml (a Snakemake config file) or --configfile gives: the line names that
+    file."""
     workdir = copy_workflow(tmp_path / "wf")
     (workdir / "bad.yaml").write_text(yaml.safe_dump(settings))
     proc = snakemake(workdir, "--cores", "1", "--configfile", str(workdir / "configs" / "config.yaml"),
                      str(workdir / "bad.yaml"))
-    _last_line(proc, "graphsweep: invalid workflow setting", *needles)
+    _last_line(proc, "graphsweep: invalid workflow setting (bad.yaml)", *needles)
     assert not any(p.name.startswith("res") for p in workdir.iterdir()) and not (workdir / "pwned").exists()
 
 

@@ -28,7 +28,7 @@ from graphsweep.resources import SOURCE_ROOT
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.plan.planner import plan_sweep
-from graphsweep.run.job import job_argv, tees_rank_files
+from graphsweep.entry.job import job_argv, tees_rank_files
 from graphsweep.run.runrule import execute_run
 from graphsweep.sweepspec.load import load_spec, validate_spec
 from graphsweep.layout import RANKS_DIR, TORCHRUN_TEE, RunDir
@@ -170,7 +170,7 @@ def oom_rank1(tmp_path_factory):
 @pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_completed_two_rank_run_folder(completed):
     run_dir, record = completed
-    assert record["exit_code"] == 0
+    assert record.exit_code == 0
     files = _rank_files(run_dir)
     assert set(files) == {(r, s) for r in (0, 1) for s in ("stdout", "stderr")}
     for (rank, stream), f in files.items():  # torchrun's files hold exactly what each rank printed
@@ -214,7 +214,7 @@ def test_a_rerun_replaces_the_earlier_attempts_rank_files(oom_rank1, tmp_path):
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     record = execute_run(RunDir(run_dir), run_dir.parents[1] / ".jobs" / "tp1.attn.oom", say=lambda _: None)
     files = _rank_files(run_dir)  # one torchrun run folder
-    assert record["exit_code"] == 0 and files[0, "stdout"].parents[2].name != old
+    assert record.exit_code == 0 and files[0, "stdout"].parents[2].name != old
     s, rows = _parse(run_dir)
     assert (s.outcome, s.n_iterations) == ("completed", 30) and rows.iteration.tolist() == list(range(1, 31))
 
@@ -246,7 +246,7 @@ def _oom_on_rank1(dest: Path) -> Path:
 @pytest.mark.torch  # torchrun of two ranks (real, on the CPU)
 def test_an_error_printed_only_on_rank_1_is_found(oom_rank1):
     run_dir, record = oom_rank1
-    assert record["exit_code"] == 1
+    assert record.exit_code == 1
     files = _rank_files(run_dir)
     assert "Pretrain failed on rank=1" in files[1, "stderr"].read_text()
     assert "Pretrain failed" not in files[0, "stderr"].read_text() + files[0, "stdout"].read_text()

@@ -105,7 +105,7 @@ def job_argv(plan: LaunchPlan, slurm: Mapping[str, Any]) -> list[str]:
 
     A profile's container settings apply to such a step when the spec did not already set them.
     """
-    if is_pair_plan(plan):  # the ABBA driver runs in the batch step and wraps each segment itself (run/abba.py)
+    if is_pair_plan(plan):  # the ABBA driver runs in the batch step and wraps each segment itself (entry/abba.py)
         return [*plan.argv, "--slurm", json.dumps(dict(slurm or {}), sort_keys=True, default=str)]
     if not plan.srun:
         return list(plan.argv)

@@ -1,6 +1,6 @@
 """The pair job's driver, inside the job: the segments of one ABBA pair, one training process after another.
 
-    python -m graphsweep.run.abba --order A1,B1,B2,A2 --plans JSON [--arms eager,graph] [--slurm JSON]
+    python -m graphsweep.entry.abba --order A1,B1,B2,A2 --plans JSON [--arms eager,graph] [--slurm JSON]
         [--segments-dir DIR]
 
 Each segment's output goes to the job's combined log between marker lines (graphsweep/logformat.py; and to
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from graphsweep import logformat as lf
-from graphsweep.run.job import job_argv, own_interpreter
+from graphsweep.entry.job import job_argv, own_interpreter
 from graphsweep.records import LaunchPlan
 from graphsweep.vocab import ABBA_DRIVER, GRAPH
 
