@@ -301,12 +301,12 @@ def _field(d: Mapping[str, Any], key: str, kind: str, default: Any = None) -> An
           "mapping": isinstance(v, Mapping),
           "list": isinstance(v, list)}[kind]  # fmt: skip
     if not ok:
-        raise ValueError(f"key '{key}' = {v!r} is not {_KINDS[kind]}")
+        raise ValueError(f"key '{key}' = {v!r} is not {_FIELD_WORDS[kind]}")
     return str(v) if kind == "id" else v
 
 
-_KINDS = {"int": "a whole number", "count": "a count (a whole number from 0)", "number": "a number", "text": "text",
-          "id": "a job id", "mapping": "a mapping", "list": "a list"}  # fmt: skip
+_FIELD_WORDS = {"int": "a whole number", "count": "a count (a whole number from 0)", "number": "a number", "text": "text",
+                "id": "a job id", "mapping": "a mapping", "list": "a list"}  # fmt: skip
 
 
 @dataclass(frozen=True)
