@@ -19,10 +19,12 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/controller.smk"
 include: "rules/plan.smk"
 include: "rules/run.smk"
 include: "rules/ingest.smk"
 include: "rules/parse.smk"
+include: "rules/decide.smk"
 include: "rules/report.smk"
 include: "rules/archive.smk"
 
@@ -30,4 +32,4 @@ include: "rules/archive.smk"
 rule all:
     default_target: True
     input:
-        get_final_outputs(),
+        get_final_outputs,

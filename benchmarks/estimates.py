@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.plan.cost import correction, spent_by_run
 from graphsweep.plan.planner import plan_sweep, submitted
@@ -74,7 +73,7 @@ def _parsed_folder(folder: Path) -> pd.DataFrame:
         cfg = read_yaml(run.config)["run"]
         arm = GRAPH if cfg["arm"] == GRAPH else EAGER
         parsed = parse_run(run.logs(), arm=arm, warmup=cfg.get("warmup"), run_info=info, run_id=run.run_id)
-        summary = summary_to_dict(parsed.summary)
+        summary = parsed.summary.to_dict()
         tp = time_parts({**info, **summary, "run_id": run.run_id}, parsed.iterations)
         rows.append({"run_id": run.run_id, "cell_id": cfg["cell_id"], "shape_id": cfg["shape_id"], "arm": cfg["arm"],
                      "gpus": info.get("gpus"), "gpu_seconds": info.get("gpu_seconds"), "wall_s": info.get("wall_s"),

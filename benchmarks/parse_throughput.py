@@ -5,9 +5,11 @@
 The log is the setup of tests/fixtures/logs/megatron-h200/te_attn.log, then its real training-loop lines
 repeated with renumbered iterations (Step Time + iteration line per iteration, a memory line, a warning
 and its source line every 100 iterations: the shape of a long Bridge run with log_interval=1), then the
-real end. Prints MB/s of graphsweep.parse.parse_run (one process, Arrow limited to one thread), its
-peak RSS (measured in a child process so the figures are the parser's), and
-`grep -c 'elapsed time per iteration'` on the same file. The file is deleted unless --keep is given.
+real end. Prints MB/s of graphsweep.parse.parse_run (one process, Arrow limited to one thread) by wall time and by
+the process's CPU time (on a shared machine the wall time includes waiting for a core; the CPU time does not), its
+peak RSS (measured in a child process so the figures are the parser's), and `grep -c 'elapsed time per iteration'`
+on the same file. `--repeat N` parses N times in the child and reports the fastest. The file is deleted unless --keep
+is given. docs/performance.md keeps the figures with the command that printed them.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ import pyarrow as pa
 pa.set_cpu_count(1); pa.set_io_thread_count(1)
 from graphsweep.parse.run import parse_run
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t = time.perf_counter()
-r = parse_run([sys.argv[1]], arm="graph", warmup=3)
-dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "rows": len(r.iterations), "outcome": r.summary.outcome,
+dt = cpu = float("inf")
+for _ in range(int(sys.argv[2])):
+    t, c = time.perf_counter(), time.process_time()
+    r = parse_run([sys.argv[1]], arm="graph", warmup=3)
+    dt, cpu = min(dt, time.perf_counter() - t), min(cpu, time.process_time() - c)
+print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "rows": len(r.iterations), "outcome": r.summary.outcome,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "import_rss_mb": base / 1024}))
 """
@@ -82,6 +86,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=500)
     ap.add_argument("--keep", type=Path, default=None, help="write the log here and keep it")
+    ap.add_argument("--repeat", type=int, default=1, help="parse this many times, report the fastest")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="graphsweep-bench-"))
     path = (a.keep or tmp) / f"bench-{a.mb}mb.log"
@@ -91,17 +96,18 @@ def main() -> int:
         t = time.perf_counter()
         g = subprocess.run(["grep", "-c", "elapsed time per iteration", str(path)], capture_output=True, text=True)
         grep_s = time.perf_counter() - t
-        out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(a.repeat)], capture_output=True, text=True,
                              cwd=ROOT, check=True)
         r = json.loads(out.stdout)
         mb = size / 1e6
         print(f"log: {mb:.0f} MB, {int(g.stdout)} iteration lines ({path})")
         print(f"grep -c 'elapsed time per iteration': {grep_s:.3f} s ({mb / grep_s:.0f} MB/s)")
-        print(f"graphsweep parse_run: {r['seconds']:.2f} s ({mb / r['seconds']:.0f} MB/s), {r['rows']} rows, "
-              f"outcome {r['outcome']}, {r['seconds'] / grep_s:.1f}x grep")
+        print(f"graphsweep parse_run: {r['seconds']:.2f} s ({mb / r['seconds']:.0f} MB/s), CPU {r['cpu_seconds']:.2f} s "
+              f"({mb / r['cpu_seconds']:.0f} MB/s), {r['rows']} rows, outcome {r['outcome']}, "
+              f"{r['seconds'] / grep_s:.1f}x grep")
         print(f"peak RSS {r['rss_mb']:.0f} MB (after imports {r['import_rss_mb']:.0f} MB); "
               f"rows take {r['rows'] * 11 * 8 / 1e6:.0f} MB as float64/int64 columns")
-        ok_speed = mb / r["seconds"] >= 100
+        ok_speed = mb / r["seconds"] >= 100  # wall time, as a user waits for it
         ok_grep = r["seconds"] <= 5 * grep_s
         print(f"targets: >= 100 MB/s {'met' if ok_speed else 'MISSED'}; <= 5x grep {'met' if ok_grep else 'MISSED'}")
     finally:

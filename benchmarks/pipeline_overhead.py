@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
-from graphsweep.report.gpu_time import gpu_time, render_markdown
+from graphsweep.report import words
+from graphsweep.report.gpu_time import gpu_time
 from graphsweep.store.tables import read_table
 from graphsweep.store.timeparts import folder_parts, time_parts
 from graphsweep.layout import RunDir
@@ -54,7 +54,7 @@ def run_costs(run_dir: Path) -> dict[str, float] | None:
     if (run_dir / "summary.json").exists():
         parts = list(folder_parts(run_dir).values())
     else:
-        parts = [time_parts({**meta, **summary_to_dict(parsed.summary)}, parsed.iterations)]
+        parts = [time_parts({**meta, **parsed.summary.to_dict()}, parsed.iterations)]
 
     def total(name: str) -> float:
         values = [getattr(p, name) for p in parts]
@@ -93,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  per run with iterations: pipeline + start-up + teardown {overhead.median():.2f} s against a "
               f"training loop of {t.train_loop_s.median():.2f} s (median ratio {ratio.median():.2f}x)")
     if (args.sweep_dir / "runs.parquet").exists():  # the sweep's breakdown, as its report has it
-        print("\n".join(render_markdown(gpu_time(read_table(args.sweep_dir / "runs.parquet", "runs")))))
+        g = gpu_time(read_table(args.sweep_dir / "runs.parquet", "runs"))
+        for part, h, n in g.parts:
+            print(f"  {words.gpu_part(part, n):<78} {h:7.3f} GPU-h  {words.share(h, g.total_h)}")
+        print("  " + " ".join(words.gpu_time_sentences(g)))
     return 0
 
 

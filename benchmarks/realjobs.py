@@ -7,8 +7,10 @@ Sources (all committed, all from real NVIDIA H200s, 2026-11-30 and 2026-12-01):
 - benchmarks/data/h200-jobs: 36 probe.py jobs (medium eager / full_iteration, large eager), README there;
 - benchmarks/data/h200-extra: 96 probe.py jobs (small / medium / large x eager / full_iteration), README there;
 - tests/fixtures/h200: one job each of eager, full_iteration, attn+mlp of the medium shape;
-- results/examples/{h200-builtin, megatron-tiny-vanilla-gpt, megatron-tiny-moe, megatron-1b-dense}/runs: four whole
-  sweeps (the 1.2B dense model and the builtin rerun with the GPU-busy diagnostic are from 2026-12-01 evening);
+- results/examples/{h200-builtin, megatron-tiny-vanilla-gpt, megatron-tiny-moe, megatron-1b-dense,
+  megatron-moe-128e}/runs: five whole sweeps (the 1.2B dense model and the builtin rerun with the GPU-busy diagnostic
+  are from 2026-12-01 evening, the 128-expert MoE from 2026-12-04: the decision loop with quiet jobs);
+- benchmarks/data/h200-moe-128e-sweep-a/runs: the 128-expert MoE of 2026-12-02 (3 repeats, default settings);
 - benchmarks/data/{h200-builtin-sweep-a, h200-dense-sweep-a}/runs: the earlier builtin sweep and the dense spec's
   earlier sweep on another H200 (READMEs there).
 """
@@ -33,6 +35,8 @@ SWEEPS = {
     "megatron-tiny-vanilla-gpt": REPO / "results/examples/megatron-tiny-vanilla-gpt/runs",
     "megatron-tiny-moe": REPO / "results/examples/megatron-tiny-moe/runs",
     "megatron-1b-dense": REPO / "results/examples/megatron-1b-dense/runs",
+    "megatron-moe-128e": REPO / "results/examples/megatron-moe-128e/runs",
+    "h200-moe-128e-sweep-a": REPO / "benchmarks/data/h200-moe-128e-sweep-a/runs",
     "h200-builtin-sweep-a": REPO / "benchmarks/data/h200-builtin-sweep-a/runs",
     "h200-dense-sweep-a": REPO / "benchmarks/data/h200-dense-sweep-a/runs",
 }

@@ -12,6 +12,7 @@ fails removes its temp file. Reading back is here too: a file graphsweep reads t
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -27,6 +28,27 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
 
 
+# What a write that ran out of room raises: the filesystem is full, the user's quota is, or the file size limit
+# (`ulimit -f`, RLIMIT_FSIZE: Python ignores SIGXFSZ, so the write fails with EFBIG) is reached
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class NoRoom(OSError):
+    """A file could not be written whole for lack of room; its last version (if any) is untouched. One line: the
+    file, why, and what to do."""
+
+    def __init__(self, path: str | Path, cause: OSError):
+        self.path = str(path)
+        why = {errno.EFBIG: "the file size limit (ulimit -f) is reached",
+               errno.EDQUOT: "the disk quota is exhausted"}.get(cause.errno or 0, "no space left on the device")
+        super().__init__(cause.errno, f"{path}: cannot be written: {why}; its last good version is kept. Free space "
+                         "on its filesystem (or raise the limit, or give another results folder: --config "
+                         "results=DIR), then run again")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 @contextlib.contextmanager
 def replacing(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
     """Yields a path that does not exist yet; whatever the block writes there (a file, or a folder) becomes `path`
@@ -37,7 +59,12 @@ def replacing(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(path)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as exc:  # a writer's own error (pyarrow's, json's): the file it was writing is this one
+            if exc.errno in NO_ROOM and not isinstance(exc, NoRoom):
+                raise NoRoom(path, exc) from None
+            raise
         if tmp.is_dir() and not tmp.is_symlink():
             if path.exists() and not overwrite:
                 raise FileExistsError(path)

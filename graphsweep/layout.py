@@ -149,6 +149,7 @@ class SweepPaths:
     LOGS: ClassVar[str] = "logs"  # the rules' logs
     JOBS: ClassVar[str] = ".jobs"  # job plumbing: JobsDir per run, the controller's record
     ARCHIVES: ClassVar[str] = "archive"  # `snakemake archive`'s tar.gz files (store/archive.py)
+    LOOKS: ClassVar[str] = "looks"  # the decision loop's looks (plan/decide.py): look-{k}.json
 
     @classmethod
     def of(cls, sweep_dir: str | Path) -> "SweepPaths":
@@ -188,6 +189,10 @@ class SweepPaths:
     @property
     def extra_repeats(self) -> Path:
         return self.root / "extra_repeats.yaml"  # written by `graphsweep more-repeats`
+
+    def look(self, k: int | str) -> Path:
+        """The decision loop's record of look k (plan/decide.py LookRecord)."""
+        return self.root / self.LOOKS / f"look-{k}.json"
 
     @property
     def owner(self) -> Path:

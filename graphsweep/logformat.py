@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 MARK = "[graphsweep]"
 
@@ -124,7 +124,7 @@ def host_time_unmeasured(rank: int, why: str) -> str:
     return f"{HOST_TIME}rank {rank} not measured: {why}"
 
 
-# The ABBA driver's markers around each segment of a pair job's combined log (graphsweep/run/abba.py); the
+# The ABBA driver's markers around each segment of a pair job's combined log (graphsweep/entry/abba.py); the
 # controller splits the log at them (graphsweep/parse/pairs.py)
 ABBA_MARK = "[graphsweep abba]"
 
@@ -147,7 +147,7 @@ def abba_launch_error(error: str) -> str:
 
 RE_SEGMENT_START = re.compile(r"\[graphsweep abba\] segment (?P<label>[AB]\d) \((?P<arm>\w+)\) start")
 RE_SEGMENT_END = re.compile(
-    r"\[graphsweep abba\] segment (?P<label>[AB]\d) \((?P<arm>\w+)\) end: exit (?P<exit>-?\d+), wall (?P<wall>[\d.]+) s")
+    r"\[graphsweep abba\] segment (?P<label>[AB]\d) \((?P<arm>\w+)\) end: exit (?P<exit>-?\d{1,18}), wall (?P<wall>[\d.]+) s")
 
 # --------------------------------------------------------------------------------------------------
 # Megatron's lines that graphsweep writes itself (so one parser reads the builtin workload and Megatron Bridge)
@@ -221,12 +221,12 @@ AFTER_TRAINING = "[after training is done] datetime: {now} "  # MCore barrier_an
 _F = rb"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf))"
 # Bridge train_utils.py::training_log / MLM training.py (docs/megatron-facts.md §5.1): "iteration {:8d}/{:8d} |"
 ITER_NEEDLE = b"elapsed time per iteration"
-ITER_HEAD = re.compile(rb"iteration\s+(\d+)/\s*(\d+)\s*\|")
+ITER_HEAD = re.compile(rb"iteration\s+(\d{1,18})/\s*(\d{1,18})\s*\|")
 ELAPSED = re.compile(rb"elapsed time per iteration \(ms\):\s*" + _F)
 # When an iteration line was printed, on the training process's local clock: Bridge 0.6.2
 # training/utils/train_utils.py L1173 `f" [{datetime.now().strftime('%Y-%m-%d %H:%M:%S')}]"` (whole seconds; the
 # builtin's `now()` above too), MCore 0.19.2 training/training.py L2844 the same with `.%f` (graphsweep/store/timeparts.py)
-ITER_STAMP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\] iteration\s+(\d+)/")
+ITER_STAMP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\] iteration\s+(\d{1,18})/")
 
 
 def decimals(number: bytes) -> int | None:
@@ -240,6 +240,12 @@ def decimals(number: bytes) -> int | None:
 THROUGHPUT = re.compile(rb"throughput per GPU \(TFLOP/s/GPU\):\s*" + _F)
 LM_LOSS = re.compile(rb"\blm loss:\s*" + _F)  # printed only when >= 0, so NaN removes it (docs/megatron-facts.md §5.1)
 GRAD_NORM = re.compile(rb"grad norm:\s*" + _F)
+# Bridge train_utils.py L1220 / MCore 0.19.2 training.py L2894 `' number of skipped iterations: {:3d} |'`: the
+# iterations of the interval whose optimizer step was skipped (an fp16 loss-scale overflow); their loss is not in the
+# interval's mean, so a line whose every iteration was skipped holds no loss: MCore adds a loss key to its sums only
+# for an advanced iteration (training.py L2610-2612) and prints a key only once it is in them (L2876-2882), so such
+# a line has no `lm loss` before the first advanced iteration and `lm loss: 0.000000E+00` (an empty mean) after it
+SKIPPED = re.compile(rb"number of skipped iterations:\s*(\d{1,18})")
 
 
 def print_interval(iterations: Sequence[int]) -> int:
@@ -253,7 +259,19 @@ def print_interval(iterations: Sequence[int]) -> int:
     return max(count, key=lambda g: (count[g], last[g])) if count else 1
 
 
-def loss_broken_from(rows: Sequence[tuple[int, float]]) -> int | None:
+def whole_lines_skipped(rows: Sequence[tuple[int, float]], start: int = 0) -> set[int]:
+    """The iterations whose line says every iteration it covers was skipped (SKIPPED): no loss in its mean. `rows`:
+    (iteration, `number of skipped iterations`, NaN where not printed) of the iteration lines in order; a line covers
+    the iterations since the line before (the first: since `start`)."""
+    out, before = set(), start
+    for it, skipped in rows:
+        if skipped == skipped and skipped >= max(1, it - before):
+            out.add(it)
+        before = it
+    return out
+
+
+def loss_broken_from(rows: Sequence[tuple[int, float]], skipped: Collection[int] = ()) -> int | None:
     """The first iteration from which a log's lm loss is NaN/Inf, from its iteration lines in order as (iteration,
     loss; NaN where the line has no `lm loss` key); None when it stayed finite.
 
@@ -261,23 +279,27 @@ def loss_broken_from(rows: Sequence[tuple[int, float]]) -> int | None:
     loss drops it; but a log may print its loss every N iterations only. A missing key is a NaN only where the
     log's own pattern expects one: on an iteration at the log's print interval (the most common gap between the
     iterations it printed a loss for) in phase with its last printed loss, or on any line of a log that prints
-    every iteration. Lines before the first printed loss are not judged. An explicit inf/-inf counts at once."""
+    every iteration. Lines before the first printed loss are not judged, nor lines whose every iteration was skipped
+    (`skipped`: an fp16 loss-scale skip leaves no loss to print, SKIPPED). An explicit inf/-inf counts at once."""
     finite = [i for i, x in rows if x == x and x not in (float("inf"), float("-inf"))]
     inf = [i for i, x in rows if x in (float("inf"), float("-inf"))]
     if not finite:
         return min(inf) if inf else None
     every = print_interval(finite)
     printed = set(finite)
-    missing = [i for i, x in rows if x != x and i > finite[0] and i not in printed and (i - finite[-1]) % every == 0]
+    missing = [i for i, x in rows if x != x and i > finite[0] and i not in printed and i not in skipped
+               and (i - finite[-1]) % every == 0]
     bad = [*missing[:1], *inf]
     return min(bad) if bad else None
+
+
 # Bridge print_rank_0 (docs/megatron-facts.md §5.2): "Step Time : {sec:.2f}s GPU utilization: {tflops:.1f}MODEL_TFLOP/s/GPU"
 STEP_NEEDLE = b"Step Time :"
 STEP = re.compile(rb"Step Time :\s*([\d.]+)s GPU utilization:\s*([\d.]+)(?:MODEL_)?TFLOP/s/GPU")
 # Memory report (docs/megatron-facts.md §5.3): Bridge GB (1e9 bytes) and MCore/MLM MB (MiB: MCore divides by 1024*1024)
 MEM_NEEDLE = b") memory ("
-MEM_HEAD = re.compile(rb"\(after (\d+) iterations\) memory \((GB|MB)\)")
-# The fields read, in the order of a parsed memory record (graphsweep/parse/scan.py FileScan.memory):
+MEM_HEAD = re.compile(rb"\(after (\d{1,18}) iterations\) memory \((GB|MB)\)")
+# The fields read, in the order of a parsed memory record (graphsweep/parse/filescan.py FileScan.memory):
 # current allocated, running peak allocated, running peak reserved, current reserved. Peaks run from process start
 # until torch.cuda.reset_peak_memory_stats() (the PEAKS_RESET marker says when graphsweep called it).
 MEM_FIELDS = ("alloc", "max_alloc", "max_reserved", "reserved")
@@ -295,49 +317,66 @@ MEM_MB = {  # MLM megatron/training/utils.py report_memory, torch.cuda.memory_*(
 }
 MIB_TO_GB = 1024 * 1024 / 1e9
 # CUDA-graph lifecycle (docs/megatron-facts.md §5.5) and the builtin workload (graphsweep/entry/builtin_gpt.py)
-GRAPHABLE = re.compile(rb"Rank (\d+): (\d+) graphable layers\.")  # TECudaGraphHelper INFO
+GRAPHABLE = re.compile(rb"Rank (\d{1,18}): (\d{1,18}) graphable layers\.")  # TECudaGraphHelper INFO
 TE_CAPTURE_START_B = TE_CAPTURE_START.encode()  # TECudaGraphHelper, rank 0
-TE_CAPTURE_TIME_RE = re.compile(rb"Time spent in CUDA Graphs capture on rank (\d+):\s*" + _F + rb"s")
+TE_CAPTURE_TIME_RE = re.compile(rb"Time spent in CUDA Graphs capture on rank (\d{1,18}):\s*" + _F + rb"s")
 NO_GRAPHABLE = b"No graphable layers found. Skipping CUDA graph capture."  # WARNING (may be filtered)
 FULL_CAPTURE_START_B = FULL_CAPTURE_START.encode()  # megatron.core.full_cuda_graph, every rank
 FULL_CAPTURE_DONE_B = FULL_CAPTURE_DONE.encode()
 OPT_CAPTURE_START_B, OPT_CAPTURE_DONE_B = OPT_CAPTURE_START.encode(), OPT_CAPTURE_DONE.encode()
 FULL_CAPTURE_S = re.compile(rb"CUDA graph capture done for training!!!\s*\(([\d.]+)s\)")  # benchmarks/data/h200-jobs/probe.py
-LOCAL_CREATING = re.compile(rb"Creating (\d+) CUDA graphs")  # CudaGraphManager (local impl)
-LOCAL_BUILT = re.compile(rb"> built (\d+) cuda graph\(s\) in ([\d.]+) sec")
-# A capture began / finished (with LOCAL_CREATING / TE_CAPTURE_TIME_RE / LOCAL_BUILT): the retry policy's view of
-# "was a capture running" (graphsweep/parse/signatures.py; graphsweep/parse/scan.py reads the same markers)
-CAPTURE_START_NEEDLES = (TE_CAPTURE_START_B, FULL_CAPTURE_START_B, OPT_CAPTURE_START_B)
-CAPTURE_DONE_NEEDLES = (FULL_CAPTURE_DONE_B, OPT_CAPTURE_DONE_B)
+LOCAL_CREATING = re.compile(rb"Creating (\d{1,18}) CUDA graphs")  # CudaGraphManager (local impl)
+LOCAL_BUILT = re.compile(rb"> built (\d{1,18}) cuda graph\(s\) in ([\d.]+) sec")
 # Start / end of the training loop (docs/megatron-facts.md §5.5, §5.6)
-TRAIN_START = re.compile(rb"Starting training loop at iteration (\d+)")  # Bridge train.py
+TRAIN_START = re.compile(rb"Starting training loop at iteration (\d{1,18})")  # Bridge train.py
 TRAIN_START_MLM = b"[before the start of training step]"  # MCore barrier_and_log (MLM)
 SEED_NEEDLE = b"> setting random seeds to "
-SEED_LINE = re.compile(rb"> setting random seeds to (\d+) \.\.\.")
+SEED_LINE = re.compile(rb"> setting random seeds to (\d{1,18}) \.\.\.")
 # Bridge 0.6.2 training/config.py L1730-1732 (the configuration summary at start-up): "\n[rng]:" then the section's
 # fields sorted, "  seed: 1234" among them: the seed of a log whose "> setting random seeds" line is missing
 RNG_SECTION = b"[rng]:"
-RNG_SEED = re.compile(rb"(?:^|\]:)\s+seed: (\d+)\s*$")  # after an optional `[default0]:` rank prefix
+RNG_SEED = re.compile(rb"(?:^|\]:)\s+seed: (\d{1,18})\s*$")  # after an optional `[default0]:` rank prefix
 RNG_SECTION_LINES = 12  # the seed is one of the section's few fields
+# The whole configuration summary (graphsweep/parse/work.py reads it: what a run trained): Bridge 0.6.2
+# training/config.py L1670-1732 ConfigContainer.log_non_default_values, printed once by rank 0 (setup.py L743) before
+# training: "=" * 70, the title, "=" * 70; per Megatron Core config (optimizer, ddp, model) "[name] Non-default values
+# (vs Mcore Class):" and each field whose value differs from Megatron Core's default as "  field: repr  (Mcore
+# default: repr)" (L1716-1718: a field left out holds that default); "-" * 70, "Other Configuration Values:", "-" * 70;
+# per other config (train, validation, scheduler, dataset, checkpoint, logger, tokenizer, rng) "[name]:" and each
+# field that is not None and not callable as "  field: repr" (L1727-1730, _get_key_config_values L1805: a field left
+# out is None); then "=" * 70.
+CONFIG_SUMMARY = b"Configuration Summary (Non-Default Values vs Megatron Core)"
+CONFIG_OTHER = b"Other Configuration Values:"
+CONFIG_MCORE_SECTION = re.compile(rb"\[(\w+)\] Non-default values \(vs Mcore \w+\):")
+CONFIG_SECTION = re.compile(rb"\[(\w+)\]:\s*$")
+CONFIG_FIELD = re.compile(rb"^  ([A-Za-z_]\w*): (.*?)(?:  \(Mcore default: (.*)\))?\s*$")
+CONFIG_RULE = b"=" * 70
+# Megatron-LM megatron/training/arguments.py _print_args("arguments", args), rank 0 at start-up: every argument as
+# "  name ...... str(value)" (dots to column 48), sorted, between these two lines
+MLM_ARGS_START = b"------------------------ arguments ------------------------"
+MLM_ARGS_END = b"-------------------- end of arguments ---------------------"
+MLM_ARG = re.compile(rb"^  ([A-Za-z_]\w*) \.+ (.*?)\s*$")
+# Bridge train_utils.py L1204 / MLM training.py training_log: `global batch size: {:5d} |` on every iteration line
+GLOBAL_BATCH = re.compile(rb"global batch size:\s*(\d+)")
 END_MARKERS = (AFTER_TRAINING.split(" datetime")[0].encode(), b"exiting program at iteration")  # normal end (docs/megatron-facts.md §5.6, §6.2)
 END_DATA = (b"StopIteration", b"AssertionError: no samples left to consume:")  # data exhausted: Bridge completes
-EXIT_MINUTES = re.compile(rb"exiting program after (\d+) minutes")  # --exit-duration-in-mins: graceful walltime
+EXIT_MINUTES = re.compile(rb"exiting program after (\d{1,18}) minutes")  # --exit-duration-in-mins: graceful walltime
 SIGTERM_EXIT = b"exiting program after receiving SIGTERM."
 STRAGGLER_EXIT = b"Exiting program due to straggler detection."
 SETUP_DONE = (b"done with setup ...", b"time to initialize megatron")
 # Generic Python exception line, for crashes no signature explains
 EXC_LINE = re.compile(rb"(?:^|[\s:\]])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt)):\s?(.*)")
 KEYERROR = re.compile(rb"KeyError: '([^']*)'")
-SRUN_EXIT = re.compile(rb"srun: error: (\S+): tasks? ([\d,-]+): Exited with exit code (\d+)")
+SRUN_EXIT = re.compile(rb"srun: error: (\S+): tasks? ([\d,-]+): Exited with exit code (\d{1,18})")
 # How a process that died says so (graphsweep/parse/crash.py reads them; sources torch 2.11, CPython 3.12, Bridge 0.6.2)
 # Bridge training/pretrain.py L202-207 logger.exception, before the traceback: the exception that ended pretrain()
 BRIDGE_FAILED = re.compile(rb"Pretrain failed on rank=\S+ with \w+: ")
 # torch distributed/elastic/multiprocessing/api.py L987 ("failed (exitcode: %s) local_rank: %s (pid: %s) of binary:
 # %s") and L836 (the same, "of fn: %s"): the launcher saw a worker exit non-zero (negative: killed by that signal)
-LAUNCHER_FAILED = re.compile(rb"failed \(exitcode: (-?\d+)\) local_rank: \d+ \(pid: \d+\) of (?:binary|fn): ")
+LAUNCHER_FAILED = re.compile(rb"failed \(exitcode: (-?\d{1,18})\) local_rank: \d+ \(pid: \d+\) of (?:binary|fn): ")
 # torch elastic/multiprocessing/errors/__init__.py L142-143 (ChildFailedError block: a worker killed by a signal);
 # CPython Lib/subprocess.py CalledProcessError.__str__ "died with <Signals.SIGSEGV: 11>." (a wrapper's view)
-WORKER_SIGNAL = re.compile(rb"Signal (\d+) \((SIG[A-Z0-9]+)\) received by PID \d+|died with <Signals\.(SIG[A-Z0-9]+): \d+>")
+WORKER_SIGNAL = re.compile(rb"Signal (\d{1,18}) \((SIG[A-Z0-9]+)\) received by PID \d+|died with <Signals\.(SIG[A-Z0-9]+): \d+>")
 # The launcher itself was signalled: torch elastic/agent/server/api.py L739 (logger.warning "Received %s death
 # signal, shutting down workers") and elastic/multiprocessing/api.py L86 SignalException; %s is `15` on Python
 # >= 3.11 (IntEnum str), `Signals.SIGTERM` before
@@ -358,6 +397,10 @@ C10_FATAL = re.compile(rb"\[F(?:\d{4} [\d:.]+(?: \d+)?)? ?[\w.]+\.(?:cpp|cc|h|hp
 # ``Search for `<cudaGetErrorName>' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for
 # more information.``, then the boilerplate lines below. The enum names the cause; the boilerplate never does.
 CUDA_ERROR = b"CUDA error: "
+# NCCL's warning lines (src/debug.cc ncclDebugLog: `host:pid:tid [dev] file.cc:line NCCL WARN ...`, with NCCL_DEBUG=WARN
+# or INFO): a failure NCCL may recover from (nvls.cc nvlsRegisterBuffer: a `Cuda failure 1 'invalid argument'` on
+# cuMulticastBindAddr, then `INFO ... failed to NVLS register sendbuff ...` and the unregistered path)
+NCCL_WARN = "NCCL WARN "
 CUDA_ERROR_HELP = b"Search for `"
 CUDA_ERROR_NAME = re.compile(rb"\b(cudaError[A-Z][A-Za-z0-9]*)\b")  # on the help line, or any line naming an enum
 # Lines that accompany an error and never name its cause: torch's CUDA help suffix (get_cuda_async_error_suffix,
@@ -379,19 +422,8 @@ def is_boilerplate(text: str | bytes) -> bool:
 # Python tracebacks: the frames before an error say where it came from (the cause behind a generic CUDA error)
 TRACEBACK_START = b"Traceback (most recent call last):"
 FRAME_NEEDLE = b'File "'
-TRACEBACK_FRAME = re.compile(rb'File "([^"]+)", line (\d+), in (\S+)')
+TRACEBACK_FRAME = re.compile(rb'File "([^"]+)", line (\d{1,18}), in (\S+)')
 OOM_REQUEST = re.compile(r"Tried to allocate ([\d.]+ ?[KMGT]?i?B)")  # PyTorch's CUDA OOM, on a proving line's text
-
-# RE2 forms of the iteration-line patterns (Arrow compute in graphsweep/parse/scan.py); numbers only, so casts
-# never fail
-RE2_NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|NaN|Inf))"
-RE2_ITER = r"iteration\s+(?P<it>\d+)/\s*(?P<total>\d+)\s*\|"
-RE2_FIELDS = {
-    "elapsed": r"elapsed time per iteration \(ms\):\s*(?P<v>" + RE2_NUM[1:],
-    "tflops": r"throughput per GPU \(TFLOP/s/GPU\):\s*(?P<v>" + RE2_NUM[1:],
-    "loss": r"lm loss:\s*(?P<v>" + RE2_NUM[1:],
-    "grad_norm": r"grad norm:\s*(?P<v>" + RE2_NUM[1:],
-}
 
 # graphsweep's own markers
 PROVENANCE_B = PROVENANCE.encode()
@@ -399,16 +431,18 @@ DEVICE_B = DEVICE.encode()
 RE_CAPTURE_SECONDS = re.compile(re.escape(CAPTURE_SECONDS.encode()) + rb"\s*" + _F)
 RE_CAPTURE_ITERATION_EXCESS = re.compile(re.escape(CAPTURE_ITERATION_EXCESS.encode()) + rb"\s*" + _F)
 ENTRY_GRAPH_API_B = ENTRY_GRAPH_API.encode()
-RE_GRAPHS_DETECTED = re.compile(re.escape(GRAPHS_DETECTED.encode()) + rb"(\d+) at iteration (\d+)")
-RE_NO_GRAPH_SEEN = re.compile(re.escape(NO_GRAPH_SEEN.encode()) + rb"(\d+) iterations")
-RE_REPLAY = re.compile(re.escape(REPLAY.encode()) + rb"(\d+)")
-RE_REPLAYS = re.compile(re.escape(REPLAYS.encode()) + rb"(\d+)")
-RE_PEAKS_RESET = re.compile(re.escape(PEAKS_RESET.encode()) + rb"(\d+)")
+RE_GRAPHS_DETECTED = re.compile(re.escape(GRAPHS_DETECTED.encode()) + rb"(\d{1,18}) at iteration (\d{1,18})")
+RE_NO_GRAPH_SEEN = re.compile(re.escape(NO_GRAPH_SEEN.encode()) + rb"(\d{1,18}) iterations")
+RE_REPLAY = re.compile(re.escape(REPLAY.encode()) + rb"(\d{1,18})")
+RE_REPLAYS = re.compile(re.escape(REPLAYS.encode()) + rb"(\d{1,18})")
+RE_PEAKS_RESET = re.compile(re.escape(PEAKS_RESET.encode()) + rb"(\d{1,18})")
 GPU_BUSY_B = GPU_BUSY.encode()
-RE_GPU_BUSY = re.compile(re.escape(GPU_BUSY_B) + rb"rank (\d+) iterations (\d+)-(\d+): ([\d.]+) ms per iteration")
-RE_GPU_BUSY_UNMEASURED = re.compile(re.escape(GPU_BUSY_B) + rb"rank (\d+) not measured: (.*)")
+RE_GPU_BUSY = re.compile(re.escape(GPU_BUSY_B) + rb"rank (\d{1,18}) iterations (\d{1,18})-(\d{1,18}): ([\d.]+) ms per iteration")
+RE_GPU_BUSY_UNMEASURED = re.compile(re.escape(GPU_BUSY_B) + rb"rank (\d{1,18}) not measured: (.*)")
 HOST_TIME_B = HOST_TIME.encode()
 RE_HOST_TIME = re.compile(re.escape(HOST_TIME_B)
-                          + rb"rank (\d+) iterations (\d+)-(\d+): ([\d.]+) ms per iteration: (.+)")
-RE_HOST_REGION = re.compile(rb"(\w+) ([\d.]+)(?: \(wait ([\d.]+), ([\d.]+) events\))?")
-RE_HOST_TIME_UNMEASURED = re.compile(re.escape(HOST_TIME_B) + rb"rank (\d+) not measured: (.*)")
+                          + rb"rank (\d{1,18}) iterations (\d{1,18})-(\d{1,18}): ([\d.]+) ms per iteration: (.+)")
+# a region's name starts a word (the look-behind): from inside a word the match fails at once, so a 100,000-character
+# word costs one scan, not one per character (`(\w+) ` alone was quadratic: 73-89 s for one such line, issue 38)
+RE_HOST_REGION = re.compile(rb"(?<![\w.])([A-Za-z_]\w*) ([\d.]+)(?: \(wait ([\d.]+), ([\d.]+) events\))?")
+RE_HOST_TIME_UNMEASURED = re.compile(re.escape(HOST_TIME_B) + rb"rank (\d{1,18}) not measured: (.*)")

@@ -1,6 +1,6 @@
 """What produced a run, and whether two runs may be compared.
 
-`collect(env)` runs inside the job (graphsweep.run.job.job_main) and returns a JSON-able dict stored in run.json
+`collect(env)` runs inside the job (graphsweep.entry.job.job_main) and returns a JSON-able dict stored in run.json
 under "provenance": graphsweep version and git SHA (+ dirty flag), the Megatron tree SHA when given, the
 container image, the library versions, the GPUs (nvidia-smi), the node list, the environment variables that
 change CUDA-graph behaviour and the Slurm job fields. It is fast (one nvidia-smi and one git call, torch is
@@ -42,6 +42,7 @@ GRAPH_ENV_NAMES = (
     "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUDA_DEVICE_MAX_CONNECTIONS",
     "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
     "CUBLASLT_WORKSPACE_SIZE", "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "TORCH_CUDNN_V8_API_DISABLED",
+    "GRAPHSWEEP_PIN_CPUS", "GRAPHSWEEP_CPUS",  # spec quiet.pin_cpus (entry/affinity.py): where the rank's threads run
 )  # fmt: skip
 GRAPH_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "NVTE_", "TORCH_CUDNN_", "NVSHMEM_", "UB_")
 # Recorded but never a reason to refuse a pair: they name places, not behaviour (per job by construction).

@@ -7,7 +7,7 @@ graphsweep needs no checkout):
 - ``schemas/config.schema.yaml``: the workflow's own settings (configs/config.yaml, ``--config``);
 - ``catalogues/megatron-bridge-0.6.2.json``: Megatron Bridge's recipe names and config keys of one release
   (tools/bridge_catalogue.py), what a megatron_bridge spec's keys are checked against (workloads/bridge_keys.py).
-``report/report.css`` ships too; report/html.py reads it beside itself.
+``report/templates/`` ships too: report/render.py loads the report's templates and stylesheet with the package.
 
 Folders: :data:`SOURCE_ROOT` holds the ``graphsweep`` package (a checkout, or site-packages of an installed one);
 :func:`workflow_dir` is the checkout whose Snakefile runs sweeps. Standard library only: the ground floor, which the

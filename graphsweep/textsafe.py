@@ -23,6 +23,47 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SBATCH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\x1b": "an escape (ESC)", "\x00": "a NUL"}
 
+# The sbatch options that decide what a job is rather than where it runs, and who decides them. Nobody sets them (a
+# spec or the profile, in `sbatch:` or `slurm_additional_parameters:`): graphsweep does, per run.
+_SIZE = "the job's size comes from each run's launch plan (gpus, executor.gpus_per_node)"
+_TIME = "the time limit is executor.timeout_min x attempt"
+_FILES = "Slurm's files and folder are submitit's, inside the results folder"
+_OWN = "submitit's job name, signal, environment and submission are its own"
+PLAN_SBATCH_OPTIONS: dict[str, str] = {
+    **dict.fromkeys(("nodes", "ntasks", "ntasks-per-node", "ntasks-per-gpu", "ntasks-per-socket", "ntasks-per-core",
+                     "gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket"), _SIZE),
+    **dict.fromkeys(("time", "time-min"), _TIME),
+    **dict.fromkeys(("output", "error", "input", "chdir", "open-mode"), _FILES),
+    **dict.fromkeys(("job-name", "array", "wrap", "export", "export-file", "get-user-env", "signal", "parsable", "wait",
+                     "test-only", "uid", "gid", "dependency", "hold", "batch"), _OWN),
+}  # fmt: skip
+# What a sweep spec may add as `#SBATCH` lines: where its jobs run and who is told (sbatch(1) spells them so). The
+# profile, which belongs to the cluster's user, may add any other option but PLAN_SBATCH_OPTIONS.
+SPEC_SBATCH_OPTIONS = frozenset({
+    "partition", "account", "qos", "reservation", "constraint", "prefer", "cluster-constraint", "exclude", "nodelist",
+    "switches", "network", "licenses", "wckey", "comment", "mail-type", "mail-user", "nice", "hint", "gpu-bind",
+    "gres-flags", "mem", "mem-per-cpu", "mem-per-gpu", "cpus-per-task", "cpus-per-gpu", "exclusive",
+    "threads-per-core", "core-spec", "tmp", "profile", "acctg-freq",
+})  # fmt: skip
+
+
+def sbatch_option_problem(key: str, spec: bool) -> str | None:
+    """Why an extra `#SBATCH --key` line may not be set (by a sweep spec when `spec`, else by the profile), or None.
+
+    submitit writes the key with '_' as '-' (`mail_type` is `--mail-type`); sbatch reads an option from any
+    unambiguous start of its name (`--outp` is `--output`), so a spec gets exactly the names SPEC_SBATCH_OPTIONS
+    spells and the profile none that begins a PLAN_SBATCH_OPTIONS name."""
+    option = str(key).replace("_", "-")
+    starts = [o for o in PLAN_SBATCH_OPTIONS if o.startswith(option)]
+    owned = option if option in PLAN_SBATCH_OPTIONS else next(iter(starts), None)
+    if owned:
+        named = "" if owned == option else f" (it begins --{owned}: sbatch takes the start of a name for the option)"
+        return f"is an sbatch option graphsweep sets for every run{named}: {PLAN_SBATCH_OPTIONS[owned]}; remove it"
+    if spec and option not in SPEC_SBATCH_OPTIONS:
+        return ("is not an sbatch option a sweep spec may set: a spec says where its jobs run, not what they are "
+                f"(the Slurm profile may set it); a spec may set {', '.join(sorted(SPEC_SBATCH_OPTIONS))}")
+    return None
+
 
 def char_name(ch: str) -> str:
     """'a newline (U+000A)', 'a control character (U+0007)'."""

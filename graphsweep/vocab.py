@@ -43,6 +43,16 @@ VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED, BLOCKED, OOM, 
 TIMING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED)  # the arms' step times were compared
 # Verdicts that compare the two arms, so they need runs made in one environment
 COMPARING_VERDICTS = (SPEEDUP, SLOWDOWN, NEUTRAL, INCONCLUSIVE, UNVERIFIED, OOM)
+# Where the decision loop left a cell (comparison.parquet `loop_status`; judge/loop.py)
+LOOP_DECIDED = "decided"  # speedup, slowdown or neutral, family gate passed: no more repeats
+LOOP_LIVE = "live"  # undecided and still worth repeats (the loop was stopped before it could add them)
+LOOP_DROPPED_LEADER = "dropped-leader"  # its interval lies below the shape's leader's: it cannot be the best
+LOOP_DROPPED_MARGIN = "dropped-margin"  # its interval lies below 1 + margin: measured not faster
+LOOP_BUDGET = "budget"  # undecided when the loop's budget (repeats per arm, GPU-hours) ran out
+LOOP_CONTROL = "control"  # an A/A cell: judged at its shape's looks, never a reason for more repeats
+LOOP_UNTIMED = "untimed"  # blocked, OOM, failed, invalid, baseline-failed, not comparable: repeats cannot change it
+LOOP_STATUSES = (LOOP_DECIDED, LOOP_LIVE, LOOP_DROPPED_LEADER, LOOP_DROPPED_MARGIN, LOOP_BUDGET, LOOP_CONTROL,
+                 LOOP_UNTIMED)
 # --------------------------------------------------------------------------------------------------
 # Arms and variants
 EAGER = "eager"  # the eager arm, and the eager variant's name
@@ -50,9 +60,9 @@ GRAPH = "graph"
 CONTROL = "control"  # the second eager arm of an A/A cell
 PAIR = "pair"  # one job that runs both arms of a cell in ABBA order (spec `pairing: true`)
 ARMS = (EAGER, GRAPH, CONTROL, PAIR)
-ABBA_DRIVER = "graphsweep.run.abba"  # python -m ABBA_DRIVER runs a pair job's segments (graphsweep/run/abba.py)
+ABBA_DRIVER = "graphsweep.entry.abba"  # python -m ABBA_DRIVER runs a pair job's segments (graphsweep/entry/abba.py)
 # The interpreter a plan names for graphsweep's own programs (`python -m graphsweep...`: the builtin trainer, the ABBA
-# driver) when the spec names none: the job runs them with its own interpreter (run/job.py own_interpreter), so no
+# driver) when the spec names none: the job runs them with its own interpreter (entry/job.py own_interpreter), so no
 # plan holds the controller venv's path and moving the venv changes no run's command.
 PYTHON = "python"
 AA = "aa"  # the A/A control cell's variant name (eager against eager: the measured false-positive rate)
@@ -60,6 +70,35 @@ RESERVED_VARIANT_NAMES = (EAGER, AA)
 
 
 NO_GRAPH = "none"  # the impl of the eager variant (plan.parquet `impl`; Megatron's cuda_graph_impl none)
+INGEST = "ingest"  # run.json `executor` of a run made elsewhere and ingested from its logs (graphsweep/run/ingest.py)
+
+# --------------------------------------------------------------------------------------------------
+# Where an eager step's host time goes (graphsweep/entry/host_time.py measures it, the parser records it, the judge
+# and the report read it): the regions in the order a transformer layer runs them ("outside" is what no annotation
+# covers), and the columns of each
+ATTN, MLP, ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER, OPTIMIZER, OUTSIDE = (
+    "attn", "mlp", "moe_router", "moe_preprocess", "dispatch", "experts", "moe_other", "optimizer", "outside")
+REGIONS = (ATTN, MLP, ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER, OPTIMIZER, OUTSIDE)
+
+
+def ms_column(region: str) -> str:
+    """runs.parquet's column of a region's host ms per iteration (graphsweep/parse, docs/tables.md)."""
+    return f"host_{region}_ms"
+
+
+def wait_column(region: str) -> str:
+    """runs.parquet's column of a region's host ms per iteration spent waiting on the GPU (of its ms_column)."""
+    return f"host_{region}_wait_ms"
+
+
+def events_column(region: str) -> str:
+    """runs.parquet's column of a region's profiler events per iteration."""
+    return f"host_{region}_events"
+
+
+def share_column(region: str) -> str:
+    """comparison.parquet's column of a region's share of the eager step's host time (graphsweep/judge/host.py)."""
+    return f"host_{region}_share"
 
 
 def pair_run_id(job_run_id: str, arm: str) -> str:

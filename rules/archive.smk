@@ -6,7 +6,7 @@
 
 rule archive:
     input:
-        get_final_outputs(),
+        get_final_outputs,
         get_summaries,
     log:
         str(PATHS.rule_log("archive")),  # never archived itself (graphsweep/store/archive.py SKIP_FILES)

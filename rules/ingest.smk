@@ -13,9 +13,9 @@ if is_ingest():
 
     rule ingest_run:
         input:
-            config=get_run_config,
             logs=INGEST.input_files,
         output:
+            config=str(PATTERN.run_config("{run_id}")),
             run=str(PATTERN.run_json("{run_id}")),
             log=str(PATTERN.run_log("{run_id}")),
             ranks=directory(str(PATTERN.run_ranks("{run_id}"))),  # the run's further files (often none)
@@ -23,7 +23,9 @@ if is_ingest():
             str(PATTERN.rule_log("ingest", "{run_id}")),
         localrule: True
         params:
+            config=get_run_record,
             facts=INGEST.facts_of,
             seed=INGEST.seed,
+            root=str(INGEST.root),  # source.logs: no log is read from outside it
         script:
             "../scripts/ingest_run.py"

@@ -4,6 +4,7 @@ rule compare:
         plan=str(PATTERN.plan),
         runs=str(PATTERN.runs),
         iterations=str(PATTERN.iterations),
+        look=get_final_look,  # the decision loop is over: a cell still undecided is out of budget
     output:
         report(
             update(str(PATTERN.comparison)),

@@ -1,10 +1,9 @@
 import sys
 
 from graphsweep.store.archive import make_archive
-from graphsweep.smk import logging_to
+from graphsweep.smk import logging_to, setting_on
 
-logs = snakemake.params.logs
-include_logs = logs if isinstance(logs, bool) else str(logs).lower() not in ("0", "false", "no", "off")
+include_logs = setting_on(snakemake.params.logs)
 with logging_to(snakemake.log[0]):
     path = make_archive(snakemake.params.sweep_dir, snakemake.params.spec, include_logs=include_logs)
     message = (f"graphsweep: archived {snakemake.params.sweep_dir} -> {path} (logs {'in' if include_logs else 'left out'}); "

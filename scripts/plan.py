@@ -1,12 +1,8 @@
-from graphsweep.plan.sweep_plan import write_plan_files
-from graphsweep.smk import logging_to, one_line_errors, run_dir
+from graphsweep.plan.sweep_plan import write_plan_file
+from graphsweep.smk import logging_to, one_line_errors
 
 with logging_to(snakemake.log[0]), one_line_errors():
-    # the controller's plan of this invocation, passed as a param (not recomputed: rules/plan.smk says why), and the
-    # config.yaml of the runs whose config is missing or changed
-    write_plan_files(
-        snakemake.params.plan,
-        snakemake.output.plan,
-        [run_dir(path) for path in snakemake.output.configs],
-        keep=snakemake.params.keep,
-    )
+    # this invocation's plan, made again from the spec as the controller made it (rules/plan.smk says why), checked
+    # against the controller's digest so that the job writes exactly what the DAG was built from
+    write_plan_file(snakemake.input.spec, snakemake.params.results, snakemake.params.cluster, snakemake.params.digest,
+                    snakemake.output.plan)

@@ -23,7 +23,9 @@ import yaml
 
 from graphsweep.judge import prose
 from graphsweep.parse.run import parse_run
-from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, write_table
+from graphsweep.parse.work import given_config
+from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, SUMMARY_NOT_COLUMNS, read_table, write_table
+from graphsweep.vocab import EAGER, GRAPH
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = ROOT / "tests" / "fixtures"
@@ -54,8 +56,9 @@ def run_spec(dest: Path, name: str, spec: dict) -> Path:
     return workdir
 
 
-# One tiny builtin shape, a CPU-blocked graph variant and an A/A cell: the adaptive-repeats sweep
-# (tests/plan/test_more_repeats.py), also run as pair jobs (tests/workflow/test_pairing_workflow.py).
+# One tiny builtin shape, a CPU-blocked graph variant and an A/A cell, its decision loop's budget its first look (so
+# nothing is added on this CPU machine): tests/plan/test_one_plan.py, also run as pair jobs
+# (tests/workflow/test_pairing_workflow.py).
 ADAPTIVE_SPEC = {
     "sweep": "adaptive",
     "workload": {"kind": "builtin"},
@@ -67,7 +70,7 @@ ADAPTIVE_SPEC = {
     "warmup": 1,
     "iterations": 8,
     "margin": 0.000001,  # so small that no interval fits inside: the A/A cell cannot be neutral
-    "adaptive_repeats": True,  # more-repeats is allowed: each look at alpha 0.025
+    "decide": {"max_repeats": 2},
     "executor": {"cluster": "local", "timeout_min": 5},
 }
 
@@ -128,7 +131,7 @@ class Sweep:
             status="blocked" if blocked else "submit", rule_id="full_iteration_nan_check" if blocked else None,
             rule_message=blocked, rule_source="Bridge training/config.py L1364-1369" if blocked else None,
             command="python mb_run.py ...", seed=1234, est_gpu_seconds=0.0 if blocked else 95.0,
-            graph_overrides=None, **shape,
+            graph_overrides=None, look=1, **shape,
         )  # fmt: skip
         self.plan.append(row)
         return row
@@ -321,3 +324,78 @@ BY_HAND = {
     "warmup": 3,
     "iterations": 26,
 }  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# Hostile input (tests/house/test_hostile_*.py, tests/store/test_archive_hostile.py): the CLI in process, a spec with
+# keys changed, an archive rewritten member by member
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """The real `graphsweep` CLI in this process: (exit status, stdout, stderr)."""
+    from graphsweep import cli
+
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_line(rc: int, err: str, *needles: str) -> str:
+    """A refusal: exit status 2 and one line on stderr, no traceback, holding every needle."""
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (rc, err)
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def spec_with(base: dict, **changes: object) -> dict:
+    """A copy of a spec with keys changed, given as paths: `executor/slurm/comment=...`, `fixed/est_step_s=...`."""
+    import copy
+
+    spec = copy.deepcopy(base)
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("/")
+        node = spec
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return spec
+
+
+def rewrite_archive(src: Path, dest: Path, manifest, rename=lambda name: name) -> Path:
+    """The archive with another manifest (and member names), every other byte as it was, as a tar tool would."""
+    import io
+    import json
+    import tarfile
+
+    with tarfile.open(src, "r:gz") as tin, tarfile.open(dest, "w:gz") as tout:
+        for m in tin:
+            data = tin.extractfile(m).read() if m.isfile() else None
+            if m.name.endswith("/manifest.json"):
+                data = manifest(json.loads(data))
+                data = data if isinstance(data, bytes) else json.dumps(data).encode()
+                m.size = len(data)
+            m.name = rename(m.name)
+            m.pax_headers.pop("path", None)  # a long name lives there in PAX archives: the new one is m.name
+            tout.addfile(m, io.BytesIO(data) if data is not None else None)
+    return dest
+
+
+# A committed sweep with some runs' logs edited, parsed again as the workflow's parse and aggregate rules would
+def reparsed_sweep(sweep: Path, dest: Path, logs: dict[str, Path]) -> tuple[Path, Path]:
+    """(runs.parquet, iterations.parquet) of the committed sweep `sweep` with each named run parsed from `logs[run_id]`
+    (a user's edited copy of its log, or the log itself) with its config.yaml, as the parse rule does; written to
+    `dest`, for the workflow's compare step (judge/compare.py compare) to judge with the sweep's plan.parquet."""
+    runs = read_table(sweep / "runs.parquet", "runs")
+    its = read_table(sweep / "iterations.parquet", "iterations")
+    rows = {r["run_id"]: r for r in runs.to_dict("records")}
+    for rid, log in logs.items():
+        cfg = yaml.safe_load((sweep / "runs" / rid / "config.yaml").read_text())
+        arm = GRAPH if cfg["run"]["arm"] == GRAPH else EAGER
+        parsed = parse_run([log], arm=arm, warmup=int(cfg["run"]["warmup"]), run_id=rid, given=given_config(cfg))
+        rows[rid].update({k: v for k, v in parsed.summary.to_dict().items() if k not in SUMMARY_NOT_COLUMNS})
+        its = pd.concat([its[its.run_id != rid], parsed.iterations], ignore_index=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    write_table(pd.DataFrame(list(rows.values())), dest / "runs.parquet", "runs")
+    write_table(its, dest / "iterations.parquet", "iterations")
+    return dest / "runs.parquet", dest / "iterations.parquet"

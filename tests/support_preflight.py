@@ -31,6 +31,9 @@ DROP_PAD = {"model.moe_expert_capacity_factor": 1.0, "model.moe_pad_expert_input
 LOCAL = {"model.cuda_graph_impl": "local", **RNG}  # per-layer local graphs (Bridge 0.6 refuses them: Core does not)
 FULL_IMPL = {"model.cuda_graph_impl": "full_iteration", "model.cuda_graph_modules": [], **RNG,
              "rerun_state_machine.check_for_nan_in_loss": False}
+# MoE with the ncclep flex dispatcher, zero-copy, static shapes (so a full-iteration graph can hold it)
+NCCLEP = {**MOE, "model.moe_token_dispatcher_type": "flex", "model.moe_flex_dispatcher_backend": "ncclep",
+          "model.moe_ncclep_zero_copy": True, "model.moe_ncclep_static_shape": True}
 GTP = {"model.gtp_weight_remat_size": 2, "model.fp8": "hybrid", "model.moe_shared_expert_intermediate_size": 256,
        "model.recompute_granularity": "selective", "model.recompute_modules": ["shared_experts"], **MOE}
 
@@ -39,10 +42,11 @@ GTP = {"model.gtp_weight_remat_size": 2, "model.fp8": "hybrid", "model.moe_share
 VLM = {"model.cuda_graph_scope": ["attn"], "model.moe_token_dispatcher_type": "alltoall"}
 
 
-def case(settings, env=None, gpus=8, mcore="auto", te=None, torch=None, recipe=None):
-    """mcore: the Megatron Core version the engine is told ("auto": the newest API, release unknown)."""
+def case(settings, env=None, gpus=8, mcore="auto", te=None, torch=None, recipe=None, bridge=None):
+    """mcore: the Megatron Core version the engine is told ("auto": the newest API, release unknown); bridge: the
+    Megatron Bridge release it is told (None: unknown)."""
     return dict(settings=settings, env=env or {}, gpus=gpus, mcore=mcore, te_version=te, torch_version=torch,
-                recipe=recipe)
+                recipe=recipe, bridge_version=bridge)
 
 
 # rule id -> (bad case, good case). Every good case is fully valid: no rule at all may fire on it.
@@ -101,6 +105,35 @@ CASES = {
     "optimizer_graph_num_zeros": (
         case({"optimizer.optimizer_cuda_graph": True, "optimizer.log_num_zeros_in_grad": True}),
         case({"optimizer.optimizer_cuda_graph": True, "optimizer.log_num_zeros_in_grad": False})),
+    # what fails when the graph is built or captured (graphsweep/constraints/capture.py, issue 36 item 4)
+    "te_whole_layer_ep_overlap": (
+        case({**TE, **MOE, "model.cuda_graph_modules": [], "comm_overlap.overlap_moe_expert_parallel_comm": True}),
+        case({**TE, **MOE, "model.cuda_graph_modules": ["attn", "moe_router"],
+              "comm_overlap.overlap_moe_expert_parallel_comm": True})),
+    "te_graph_offload_versions": (
+        case({**TE, "model.cuda_graph_modules": ["attn"], **OFFLOAD, "model.offload_modules": ["core_attn"]},
+             env=OFFLOAD_ENV, torch="2.8.0", te="2.20.2"),
+        case({**TE, "model.cuda_graph_modules": ["attn"], **OFFLOAD, "model.offload_modules": ["core_attn"]},
+             env=OFFLOAD_ENV, torch="2.11.0", te="2.20.2")),
+    "optimizer_graph_grad_norm_skip": (
+        case({"optimizer.optimizer_cuda_graph": True, "optimizer.grad_norm_skip_threshold": 100.0}),
+        case({"optimizer.optimizer_cuda_graph": True})),
+    "optimizer_graph_cpu_offload": (
+        case({"optimizer.optimizer_cuda_graph": True, "optimizer.optimizer_cpu_offload": True}),
+        case({"optimizer.optimizer_cuda_graph": False, "optimizer.optimizer_cpu_offload": True})),
+    "ncclep_zero_copy_warmup": (
+        case({**FULL_IMPL, **NCCLEP, "model.cuda_graph_warmup_steps": 0}),
+        case({**FULL_IMPL, **NCCLEP, "model.cuda_graph_warmup_steps": 3})),
+    # MCore refuses attention dropout with graphed attention recompute at config time (runtime.py
+    # attn_dropout_graphed_recompute, transformer_config.py L2550): both cases turn it off
+    "te_graph_recompute_before_te_2_12": (
+        case({**TE, "model.cuda_graph_modules": ["attn"], "model.recompute_granularity": "selective",
+              "model.attention_dropout": 0.0}, te="2.11.0"),
+        case({**TE, "model.cuda_graph_modules": ["attn"], "model.recompute_granularity": "selective",
+              "model.attention_dropout": 0.0}, te="2.12.0")),
+    "packed_moe_router_te_graph": (
+        case({**TE, **MOE, "model.cuda_graph_modules": ["moe_router"], **PACKED, **PAD_MAX}, bridge="0.7.0"),
+        case({**TE, **MOE, "model.cuda_graph_modules": ["moe_router"], **PACKED, **PAD_MAX}, bridge="0.6.2")),
     "mlp_scope_all_moe": (case({**TE, **MOE, "model.cuda_graph_scope": ["mlp"]}),
                           case({**TE, **MOE, "model.cuda_graph_scope": ["mlp"], "model.moe_layer_freq": [0, 1]})),
     "full_recompute_te_scope": (
@@ -236,6 +269,8 @@ CONTEXT: dict[str, dict[str, Any]] = {
     # Bridge: "Megatron-FSDP requires the fsdp_dtensor checkpointing format!"
     "fsdp_full_iteration_graph_safe": {"checkpoint.ckpt_format": "fsdp_dtensor"},
     "fsdp_te_scoped_graphs": {"checkpoint.ckpt_format": "fsdp_dtensor"},
+    "te_whole_layer_ep_overlap": EP_A2A,
+    "ncclep_zero_copy_warmup": {"model.expert_model_parallel_size": 2},
     # MCore: 'Using recompute_granularity: full so recompute_method must be "block" or "uniform"'
     "full_recompute_te_scope": {"model.recompute_method": "uniform", "model.recompute_num_layers": 1},
 }
@@ -268,7 +303,7 @@ def cases() -> list[dict[str, Any]]:
     return out
 
 
-INPUT_KEYS = ("settings", "env", "gpus", "mcore", "te_version", "torch_version", "recipe")
+INPUT_KEYS = ("settings", "env", "gpus", "mcore", "te_version", "torch_version", "recipe", "bridge_version")
 
 
 def _inputs(c: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,10 @@
 #                                                   (PRE='cmd' runs cmd first in that session: a lone run)
 #   bash tools/device_megatron.sh wait SECONDS      wait (at most SECONDS), report, pack results into $OUT
 #
+# The controller (Snakemake and its local rules) runs on cores CONTROLLER_CPUS (default 12-15) and the training jobs
+# on JOB_CPUS (default 0-11, GRAPHSWEEP_CPUS for graphsweep/entry/affinity.py): the sweep's quiet jobs pin their
+# threads there, away from the controller's parse and look jobs.
+#
 # Then on the CPU: unpack $OUT/results-*.tgz into results/examples/ and finish with --allowed-rules plan parse
 # aggregate compare report all (docs/results-h200.md has the exact commands).
 set -u
@@ -67,10 +71,12 @@ start)
   took "argv check"
   cat > $MBX/sweeps.sh <<EOF
 cd $PROJ
+export GRAPHSWEEP_CPUS=${JOB_CPUS:-0-11}
 ${PRE:-}
 for spec in $*; do
   echo "=== \$spec \$(date +%T)"
-  python3 -m snakemake --cores 12 --resources gpus=1 --keep-going --config spec=\$spec results=$RES
+  taskset -c ${CONTROLLER_CPUS:-12-15} python3 -m snakemake --cores 4 --resources gpus=1 --keep-going \\
+    --config spec=\$spec results=$RES
   echo "=== \$spec rc=\$? \$(date +%T)"
 done
 touch $MBX/sweeps.done

@@ -51,6 +51,12 @@ def cluster_choices() -> list[str]:
     return list(schema["properties"]["cluster"]["enum"])
 
 
+def say(line: Any, err: bool = False) -> None:
+    """One line of a command's plain output (a file's or a member's name, a log line, a spec value in it), its control
+    characters spelled out (`\x1b`): an escape sequence in a name would recolour, move or retitle the terminal."""
+    print(for_terminal(str(line)), file=sys.stderr if err else sys.stdout)
+
+
 def fail(command: str, message: str) -> int:
     """A command-line input graphsweep cannot use: one plain line on stderr, exit status 2."""
     print(f"graphsweep {command}: {for_terminal(' '.join(str(message).split()))}", file=sys.stderr)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 
+from graphsweep.commands import say
 from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, graph_view, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, format_override, parse_override, parse_value, split_env
@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "auto (default): the newest API, release-bound rules as for an unknown release")
     p.add_argument("--te-version", default=None, help="Transformer Engine version (for the delayed-wgrad rule)")
     p.add_argument("--torch-version", default=None, help="torch version of the container (torch >= 2.14 rules)")
+    p.add_argument("--bridge-version", default=None,
+                   help="Megatron Bridge release (rules of Bridge main, e.g. 0.7.0; unknown: those whose keys only "
+                        "that release has)")
     p.add_argument("--recipe", default=None, help="Bridge recipe function (model-family rules, e.g. qwen3_vl_*)")
     p.add_argument("--rules", action="store_true", help="list every rule with its source and exit")
 
@@ -95,15 +98,17 @@ def run(args: argparse.Namespace) -> int:
             _version("--te-version", args.te_version, "a Transformer Engine version such as 2.20.2")
         if args.torch_version is not None:
             _version("--torch-version", args.torch_version, "a torch version such as 2.11.0")
+        if args.bridge_version is not None:
+            _version("--bridge-version", args.bridge_version, "a Megatron Bridge version such as 0.6.2")
     except OverrideError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "violations": []}))
         else:
-            print(f"graphsweep check: {exc}", file=sys.stderr)
+            say(f"graphsweep check: {exc}", err=True)
         return 2
     settings, env = split_env(pairs)
     versions = dict(gpus=gpus, mcore=args.mcore, te_version=args.te_version, torch_version=args.torch_version,
-                    recipe=args.recipe)
+                    bridge_version=args.bridge_version, recipe=args.recipe)
     violations = catalogue.check(settings, env, **versions)
     adds = _sweep_adds(settings, args.mcore)
     in_sweep = catalogue.check({**settings, **adds}, env, **versions) if adds and violations else violations
@@ -126,9 +131,9 @@ def run(args: argparse.Namespace) -> int:
         print(head)
         meets = _what_meets(settings, env, adds, versions, [v.rule for v in violations if v.rule not in still])
         for v in violations:
-            print(f"  {v.rule}: {v.message}\n      source: {v.source}")
+            say(f"  {v.rule}: {v.message}\n      source: {v.source}")  # the message quotes the value given
             if v.rule not in still:
-                print(f"      met in a sweep, which adds {meets[v.rule]}; typing the command by hand, add the same")
+                say(f"      met in a sweep, which adds {meets[v.rule]}; typing the command by hand, add the same")
     return 1 if violations else 0
 
 

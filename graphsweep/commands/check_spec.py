@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from rich.table import Table
 from rich.text import Text
 
 from graphsweep.commands import cluster_choices
 from graphsweep.commands import console as _console
-from graphsweep.commands import plain
+from graphsweep.commands import plain, say
 from graphsweep.plan.planner import NothingToMeasure, PlannedRun, dry_run_summary
 from graphsweep.plan.repeats import RepeatsError
 from graphsweep.plan.sweep_plan import plan_for
@@ -89,4 +88,4 @@ def _refuse(exc: SpecError | RepeatsError, as_json: bool) -> None:
         where = {"file": exc.path, "key": exc.key, "value": exc.value} if isinstance(exc, SpecError) else {}
         print(json.dumps({"ok": False, "error": str(exc), **where}, default=str))
     else:
-        print(f"graphsweep: invalid sweep spec: {' '.join(str(exc).split())}", file=sys.stderr)
+        say(f"graphsweep: invalid sweep spec: {' '.join(str(exc).split())}", err=True)

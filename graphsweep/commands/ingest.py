@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from graphsweep import resources
+from graphsweep.commands import say
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.records import SpecError
@@ -35,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
         logmap = match_files(spec)
         repo = resources.workflow_dir()  # where the Snakefile is
     except (SpecError, IngestError, resources.WorkflowMissing) as exc:
-        print(f"graphsweep ingest: {exc}", file=sys.stderr)
+        say(f"graphsweep ingest: {exc}", err=True)
         return 2
     if note := unseeded_note(logmap, args.spec):  # never silent: the report would show unverified speedups
-        print(f"graphsweep ingest: warning: {note}", file=sys.stderr)
+        say(f"graphsweep ingest: warning: {note}", err=True)
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "--directory", str(repo),
            "--cores", str(args.cores), "--config", f"spec={Path(args.spec).resolve()}",
            f"results={Path(args.results).resolve()}"]

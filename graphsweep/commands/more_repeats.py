@@ -1,108 +1,133 @@
-"""graphsweep more-repeats SPEC [--target-repeats N | --auto] [--results DIR]: more jobs for inconclusive cells only.
+"""graphsweep more-repeats SPEC [--max-repeats N] [--results DIR] [--dry-run]: let the decision loop go on.
 
-Reads results/{sweep}/comparison.parquet, picks the cells whose verdict is `inconclusive`, and writes the repeats
-they need to results/{sweep}/extra_repeats.yaml; rerunning `snakemake` then submits exactly those new runs (new
-repeat indices of the cell's graph arm and of its shape's eager baseline, or new pair jobs) and touches nothing
-finished. `--auto` (the default) asks the statistics for the repeats the observed spread needs, capped.
+The workflow's decision loop (plan/decide.py) stops adding repeats at the spec's decide.max_repeats. For the cells it
+left undecided there (comparison.parquet loop_status `budget`), this raises the budget for the sweep's results
+folder (results/{sweep}/extra_repeats.yaml) to what the loop estimates decides them (or --max-repeats), lists the
+runs that may follow and their GPU-hours, and prints the one command that continues: the next `snakemake` takes the
+looks on where they stopped, on the same boundaries. For an ingested sweep nothing is submitted from here: it prints
+the commands of the repeats to run where the logs came from.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import subprocess
 
 from rich.table import Table
 
 from graphsweep.commands import console as _console
 from graphsweep.commands import plain
-from graphsweep.plan.owner import SweepOwnedError, check_owner
-from graphsweep.plan.repeats import (
-    DEFAULT_CAP,
-    RepeatsError,
-    apply_extra,
-    extra_repeats_path,
-    plan_more_repeats,
-    require_adaptive,
-    write_extra,
-)
-from graphsweep.sweepspec.load import load_spec
-from graphsweep.store.tables import read_table
-from graphsweep.layout import SweepPaths
 from graphsweep.fileio import UnusableFile
+from graphsweep.layout import SweepPaths
+from graphsweep.plan import repeats as rp
+from graphsweep.plan.owner import SweepOwnedError, check_owner
+from graphsweep.plan.planner import plan_sweep
 from graphsweep.records import SpecError
+from graphsweep.store.tables import read_table
+from graphsweep.sweepspec.load import load_spec
+from graphsweep.sweepspec.sweep import Spec
 
 NAME = "more-repeats"
-HELP = "plan more repeats for the inconclusive cells of a finished sweep; the next snakemake runs only those"
+HELP = "raise the decision loop's budget for the cells it left undecided; prints the command that continues"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", help="sweep spec (YAML) of a sweep that has a comparison.parquet")
-    how = p.add_mutually_exclusive_group()
-    how.add_argument("--target-repeats", type=int, metavar="N", help="give every inconclusive cell N repeats per arm")
-    how.add_argument("--auto", action="store_true",
-                     help="repeats the observed spread needs to clear the margin (default), capped by --max-repeats")
-    p.add_argument("--max-repeats", type=int, default=DEFAULT_CAP, metavar="N",
-                   help=f"cap for --auto (default {DEFAULT_CAP} repeats per arm)")
+    p.add_argument("spec", help="sweep spec (YAML)")
+    p.add_argument("--max-repeats", type=int, default=None, metavar="N",
+                   help="the budget in jobs per arm (default: what the loop estimates decides the undecided cells, "
+                        "at most the spec's decide.horizon)")
     p.add_argument("--results", default="results", help="results folder of the workflow (default: results)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan; write no extra_repeats.yaml")
+    p.add_argument("--dry-run", action="store_true", help="print what would be added; write nothing")
+    p.add_argument("--run", action="store_true",
+                   help="then run the workflow command that continues the loop (the command the report names)")
+
+
+def continue_command(spec: Spec, results: str) -> str:
+    """The workflow command that takes the loop on (the local executor's; a Slurm sweep: --profile slurm)."""
+    where = ["--profile", "slurm"] if spec.executor.cluster == "slurm" else ["--cores", "all"]
+    return shlex.join(["snakemake", *where, "--config", f"spec={spec.path}", f"results={results}"])
 
 
 def run(args: argparse.Namespace) -> int:
     err = _console(stderr=True)
+    console = _console()
     try:
         spec = load_spec(args.spec)
-        check_owner(SweepPaths(args.results, spec.name), spec)  # the repeats go to this spec's own sweep only
-        spec = apply_extra(spec, args.results)
-        if not spec.is_ingest:
-            require_adaptive(spec)  # before looking for results: a spec judged for one look gets no second
-    except (SpecError, RepeatsError, SweepOwnedError, UnusableFile) as exc:
+        paths = SweepPaths(args.results, spec.name)
+        check_owner(paths, spec)  # the budget goes to this spec's own sweep only
+        spec = rp.apply_raise(spec, args.results)
+    except (SpecError, rp.RepeatsError, SweepOwnedError, UnusableFile) as exc:
         err.print(plain(f"graphsweep: {exc}"))
         return 2
-    if spec.is_ingest:
-        err.print(plain(f"graphsweep: {args.spec} ingests existing logs (key 'source'): nothing is submitted, so more "
-                        "repeats have to be run by hand and ingested"))  # fmt: skip
+    if args.max_repeats is not None and not 1 <= args.max_repeats <= spec.decide.horizon:
+        err.print(plain(f"graphsweep: --max-repeats {args.max_repeats}: give 1 to {spec.decide.horizon} (the spec's "
+                        f"decide.horizon, where the looks' boundaries end)"))
         return 2
-    if args.target_repeats is not None and not 1 <= args.target_repeats <= 100:
-        err.print(f"graphsweep: --target-repeats {args.target_repeats}: give a number from 1 to 100", highlight=False)
+    if not spec.decide.enabled:
+        err.print(plain(f"graphsweep: {spec.path}: key 'decide.enabled' = false: the sweep is judged once, with no "
+                        "loop to continue; set decide.enabled: true (its first look keeps every finished run)"))
         return 2
-    if args.max_repeats < 2:
-        err.print(f"graphsweep: --max-repeats {args.max_repeats}: give at least 2", highlight=False)
-        return 2
-    paths = SweepPaths(args.results, spec.name)
-    comparison_path, runs_path = paths.comparison, paths.runs
-    if not comparison_path.exists():
-        err.print(plain(f"graphsweep: {comparison_path} does not exist: run the sweep first (snakemake --cores N "
-                        f"--config spec={args.spec}) or pass --results"))  # fmt: skip
-        return 2
+    if not paths.comparison.exists():
+        console.print(plain(f"sweep {spec.name}: no comparison in {paths.root} yet: the workflow's first run takes "
+                            f"the first look ({spec.repeats} jobs per arm) and the loop's rounds up to "
+                            f"{spec.decide.max_repeats} jobs per arm: {continue_command(spec, args.results)}"),
+                      soft_wrap=True)
+        return 0
     try:
-        comparison = read_table(comparison_path, "comparison")
-        runs = read_table(runs_path, "runs") if runs_path.exists() else None
-        plans = plan_more_repeats(spec, comparison, runs, target_repeats=args.target_repeats, cap=args.max_repeats)
-    except (RepeatsError, UnusableFile) as exc:
+        needs = rp.undecided(read_table(paths.comparison, "comparison"))
+    except UnusableFile as exc:
         err.print(plain(f"graphsweep: {exc}"))
         return 2
-    console = _console()
-    if not plans:
-        console.print(plain(f"sweep {spec.name}: no inconclusive cell; nothing to add"))
+    if not needs:
+        console.print(plain(f"sweep {spec.name}: no cell is undecided for want of repeats; nothing to add"))
         return 0
-    table = Table("cell", "repeats now", "target", "new runs", "GPU-h", "why", title=plain(f"sweep {spec.name}: more repeats"))
-    for p in plans:  # cell ids and the statistics' reasons are text, never markup
-        table.add_row(plain(p.cell_id), str(p.have), str(p.target), str(len(p.new_runs)), f"{p.gpu_seconds / 3600:.4f}",
-                      plain(p.why))  # fmt: skip
+    table = Table("cell", "verdict", "jobs per arm", "to decide", "GPU-h more", title=plain(f"sweep {spec.name}: "
+                  "undecided cells"))
+    for n in needs:
+        table.add_row(plain(n.cell_id), plain(n.verdict), str(n.have), str(n.need or "beyond the horizon"),
+                      f"{n.gpu_hours:.3f}" if n.gpu_hours is not None else "")
     console.print(table)
-    todo = [p for p in plans if p.new_runs]
-    n_runs = sum(len(p.new_runs) for p in todo)
-    gpu_h = sum(p.gpu_seconds for p in todo) / 3600
-    unit = "pair jobs" if spec.pairing else "runs"
-    console.print(f"{n_runs} new {unit} for {len(todo)} inconclusive cell(s), about {gpu_h:.4f} GPU-hours")
-    for p in todo:
-        console.print(plain(f"  {p.cell_id}: {', '.join(p.new_runs)}"), highlight=False, soft_wrap=True)
-    if not todo:
+    target = args.max_repeats or rp.target_for(needs, spec.decide.horizon)
+    now = spec.decide.max_repeats
+    if target is None or target <= now and not spec.is_ingest:
+        console.print(plain(f"the loop's budget is {now} jobs per arm already; the estimates ask for no more (give "
+                            "--max-repeats to go on anyway)"))
         return 0
+    planned = plan_sweep(spec.with_max_repeats(target) if not spec.is_ingest else _ingest_to(spec, target))
+    have = max(n.have for n in needs)
+    added = rp.new_runs(planned, have, target, [n.cell_id for n in needs])
+    hours = rp.hours(added)
+    if spec.is_ingest:
+        console.print(plain(f"{args.spec} ingests existing logs: run these {len(added)} jobs where the logs came from "
+                            f"(about {hours:.3f} GPU-hours), add their logs to the source folder under the same "
+                            "pattern, and run snakemake again:"), soft_wrap=True)
+        for p in added:
+            console.print(plain(f"  {p.run.run_id}: {p.launch.shell()}"), soft_wrap=True, highlight=False)
+        return 0
+    console.print(plain(f"budget {now} -> {target} jobs per arm: at most {len(added)} more runs, about {hours:.3f} "
+                        "GPU-hours (the loop stops each cell as soon as it is decided)"), soft_wrap=True)
     if args.dry_run:
-        console.print("dry run: nothing written")
+        console.print(plain(f"dry run: nothing written; without --dry-run, then: {continue_command(spec, args.results)}"),
+                      soft_wrap=True)
         return 0
-    path = extra_repeats_path(args.results, spec.name)
-    write_extra(path, spec.name, {p.cell_id: p.target for p in todo}, {p.cell_id: p.why for p in todo})
-    console.print(plain(f"wrote {path}; run the workflow again (snakemake --cores N --config spec={args.spec}) to add them"),
-                  soft_wrap=True)
-    return 0
+    why = ", ".join(f"{n.cell_id} needs about {n.need}" for n in needs if n.need)
+    rp.write_raise(paths.extra_repeats, spec.name, target, why or "more-repeats --max-repeats")
+    command = continue_command(spec, args.results)
+    if not args.run:
+        console.print(plain(f"wrote {paths.extra_repeats}; continue with: {command}"), soft_wrap=True)
+        return 0
+    console.print(plain(f"wrote {paths.extra_repeats}; running: {command}"), soft_wrap=True)
+    try:  # the workflow's own command line, its output straight to this terminal
+        return subprocess.run(shlex.split(command), check=False).returncode
+    except FileNotFoundError:
+        err.print(plain(f"graphsweep: snakemake is not on PATH here: run {command} where the workflow runs"))
+        return 2
+
+
+def _ingest_to(spec: Spec, repeats: int) -> Spec:
+    """An ingested sweep planned to `repeats` (the commands of the repeats it lacks)."""
+    raw = dict(spec.raw)
+    raw["repeats"] = repeats
+    raw.pop("source", None)
+    return Spec(spec.path, raw)

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphsweep.commands import console, fail, output_file_problem, plain
-from graphsweep.parse.records import RunSummary, summary_to_dict
+from graphsweep.records import GateDecision, RunSummary
 from graphsweep.parse.run import parse_run
 from graphsweep.store.tables import write_table
 from graphsweep.textsafe import for_terminal
@@ -57,6 +57,16 @@ def _run_info(path: Path) -> dict:
     return info
 
 
+def _gate(info: dict | None, path: Path) -> GateDecision | None:
+    """run.json's launch-gate record as the record it is, or ValueError naming the field."""
+    if not info or info.get("gate") is None:
+        return None
+    try:
+        return GateDecision.from_dict(info["gate"])
+    except ValueError as exc:
+        raise ValueError(f"--run-info {path}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     missing = [p for p in args.logs if not Path(p).exists()]
     if missing:
@@ -72,14 +82,16 @@ def run(args: argparse.Namespace) -> int:
         return fail(NAME, f"--iterations: {problem}")
     try:
         info = _run_info(args.run_info) if args.run_info else None
+        gate = _gate(info, args.run_info)
     except ValueError as exc:
         return fail(NAME, str(exc))
     arm = args.arm
     if arm is None:  # guess from the log: a capture line means the graph arm
-        probe = parse_run(args.logs, arm=EAGER, warmup=args.warmup, run_info=info, min_steady=args.min_steady)
+        probe = parse_run(args.logs, arm=EAGER, warmup=args.warmup, run_info=info, min_steady=args.min_steady,
+                          gate=gate)
         arm = GRAPH if probe.summary.capture_seen or probe.summary.capture_iteration else EAGER
     parsed = parse_run(args.logs, arm=arm, warmup=args.warmup, run_info=info, run_id=Path(args.logs[0]).stem,
-                             min_steady=args.min_steady)
+                       min_steady=args.min_steady, gate=gate)
     s = parsed.summary
     if args.iterations:
         try:
@@ -89,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail(NAME, f"--iterations {args.iterations}: cannot write it: {exc}")
     if args.json:
-        print(json.dumps(summary_to_dict(s), default=str))
+        print(json.dumps(s.to_dict(), default=str))
         return 0
     _table(s)
     return 0

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from rich.table import Table
 
 from graphsweep.commands import cluster_choices
 from graphsweep.commands import console as _console
-from graphsweep.commands import fail, output_file_problem, plain
+from graphsweep.commands import fail, output_file_problem, plain, say
 from graphsweep.plan.owner import SweepOwnedError, claim
 from graphsweep.plan.planner import dry_run_summary, plan_frame, write_plan
 from graphsweep.plan.repeats import RepeatsError
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     try:  # the workflow's own plan (graphsweep/plan/sweep_plan.py): the same rows as its plan.parquet
         sweep = plan_for(args.spec, args.results, args.cluster)
     except (SpecError, RepeatsError) as exc:
-        print(f"graphsweep: invalid sweep spec: {exc}", file=sys.stderr)
+        say(f"graphsweep: invalid sweep spec: {exc}", err=True)
         return 2
     spec, planned, spent = sweep.spec, sweep.planned, sweep.spent
     out = args.out or str(sweep.paths.plan)

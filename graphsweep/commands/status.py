@@ -26,11 +26,13 @@ from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import prose
 from graphsweep.judge.centre import centre_ms
 from graphsweep.parse.progress import latest_iteration
+from graphsweep.plan.decide import read_look
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.process import process_alive
-from graphsweep.run.slurmstate import ALIVE_STATES, JobRecord, sacct
+from graphsweep.run.slurm import ALIVE_STATES, JobRecord, sacct
 from graphsweep.run.submit import read_failure
 from graphsweep.store.runfiles import read_job_side, read_run_info, read_summary
+from graphsweep.records import JobSide
 from graphsweep.store.tables import read_table
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.layout import SweepPaths
@@ -79,11 +81,23 @@ def _sweep_name(arg: str | None) -> tuple[str, Any]:
 
 def _plan(paths: SweepPaths, spec: Any) -> pd.DataFrame:
     if paths.plan.exists():
-        return read_table(paths.plan, "plan")
+        return asked(paths, read_table(paths.plan, "plan"))
     if spec is not None:
-        return plan_frame(plan_sweep(spec))
+        return asked(paths, plan_frame(plan_sweep(spec)))
     runs = sorted(p.name for p in paths.run_dirs.glob("*") if p.is_dir())
     return pd.DataFrame({"run_id": runs, "cell_id": runs, "arm": "", "variant": "", "status": "submit"})
+
+
+def asked(paths: SweepPaths, plan: pd.DataFrame) -> pd.DataFrame:
+    """The runs the sweep has asked for so far: its first look's, those its decision loop's looks asked for
+    (looks/look-*.json), and any that has a run folder; the rest of the loop's budget is not a run yet."""
+    if "look" not in plan.columns:
+        return plan
+    wanted = set(plan.run_id[plan["look"] <= 1])
+    for path in (paths.root / SweepPaths.LOOKS).glob("look-*.json"):
+        wanted |= set(read_look(path).next_runs)
+    wanted |= {p.name for p in paths.run_dirs.glob("*") if p.is_dir()}
+    return plan[plan.run_id.isin(wanted)]
 
 
 def _verdicts(paths: SweepPaths) -> dict[str, str]:
@@ -97,12 +111,12 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
     """Each run's status; sacct is called once for all jobs in flight. Returns (statuses, a note on sacct)."""
     paths = SweepPaths(out.parent, out.name)
     verdicts = _verdicts(paths)
-    sides: dict[str, dict[str, Any]] = {}
+    sides: dict[str, JobSide] = {}
     for run_id in plan.run_id:
         side = read_job_side(paths.jobs(run_id))
         if side and not paths.run_json(run_id).exists():
             sides[run_id] = side
-    slurm_ids = [str(s["job_id"]) for s in sides.values() if s.get("cluster") == "slurm"]
+    slurm_ids = [s.job_id for s in sides.values() if s.cluster == "slurm"]
     records: dict[str, JobRecord] = {}
     note = ""
     if slurm_ids:
@@ -131,18 +145,18 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
             statuses.append(RunStatus(run_id, cell_id, arm_label, "done", detail, str(run.get("job_id", ""))))
         elif run_id in sides:
             side = sides[run_id]
-            job_id = str(side["job_id"])
-            if side.get("cluster") != "slurm":  # a local job is a process: is it still there (not after a Ctrl-C)?
-                alive = process_alive(job_id, side.get("host"), side.get("pid_start"))
+            job_id = side.job_id
+            if side.cluster != "slurm":  # a local job is a process: is it still there (not after a Ctrl-C)?
+                alive = process_alive(job_id, side.host, side.pid_start)
                 if alive is False:
                     statuses.append(RunStatus(run_id, cell_id, arm_label, "failed",
-                                              f"{side.get('cluster')} job {job_id} is not running any more (its "
+                                              f"{side.cluster} job {job_id} is not running any more (its "
                                               "controller was stopped); the next snakemake submits it again", job_id))
                     continue
-                it = latest_iteration(side.get("log"))
-                detail = f"{side.get('cluster')} job" + (f", iteration {it[0]}/{it[1]}" if it else "")
+                it = latest_iteration(side.log)
+                detail = f"{side.cluster} job" + (f", iteration {it[0]}/{it[1]}" if it else "")
                 if alive is None:
-                    detail += f" on {side.get('host')} (cannot check from here)"
+                    detail += f" on {side.host} (cannot check from here)"
                 statuses.append(RunStatus(run_id, cell_id, arm_label, "running", detail, job_id))
                 continue
             rec = records.get(job_id)
@@ -150,7 +164,7 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
             if rec and state == "PENDING":
                 statuses.append(RunStatus(run_id, cell_id, arm_label, "queued", f"PENDING ({rec.reason})", job_id))
             elif rec and state in ALIVE_STATES:
-                it = latest_iteration(side.get("log"))
+                it = latest_iteration(side.log)
                 where = f"iteration {it[0]}/{it[1]}" if it else "starting"
                 statuses.append(RunStatus(run_id, cell_id, arm_label, "running", f"{state} {rec.elapsed}, {where}", job_id))
             elif rec:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from graphsweep.commands import fail
+from graphsweep.commands import fail, say
 from graphsweep.store.archive import verify_archive
 
 NAME = "verify-archive"
@@ -32,13 +32,15 @@ def run(args: argparse.Namespace) -> int:
                               "sweep": man.get("sweep"), "created_utc": man.get("created_utc"),
                               "pipeline": man.get("pipeline"), "spec_hash": (man.get("spec") or {}).get("hash")}))
             continue
+        # a member's name, the file's and the manifest's texts are anyone's: shown with control characters spelled
         if v.ok:
             pipe = man.get("pipeline") or {}
             sha = (pipe.get("git_sha") or "")[:10] + (" dirty" if pipe.get("git_dirty") else "")
-            print(f"OK {path}: sweep {man.get('sweep')}, {v.checked} files verified, created {man.get('created_utc')}, "
-                  f"graphsweep {pipe.get('version')} {sha}".rstrip() + f", logs {'in' if man.get('logs_included') else 'left out'}")
+            logs = "in" if man.get("logs_included") else "left out"
+            say(f"OK {path}: sweep {man.get('sweep')}, {v.checked} files verified, created {man.get('created_utc')}, "
+                f"graphsweep {pipe.get('version')} {sha}".rstrip() + f", logs {logs}")
         else:
-            print(f"FAILED {path}:")
+            say(f"FAILED {path}:")
             for problem in v.problems:
-                print(f"  - {problem}")
+                say(f"  - {problem}")
     return 1 if bad else 0

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from graphsweep.constraints import field, offload, rules, runtime
+from graphsweep.constraints import capture, field, offload, rules, runtime
 from graphsweep.constraints.graph import Ctx, graph_view, mcore_release_of, normalise_mcore
 from graphsweep.constraints.hydra import OverrideError, parse_value
 from graphsweep.constraints.model import Constraint
 from graphsweep.records import Violation
 
-# rules.PREFLIGHT holds the predicates of rules.py, offload.py and field.py (all register through rules.rule)
-assert field.FIELD_RULES and offload.LOCAL_OFFLOAD_MODULES, "field.py and offload.py register their rules on import"
+# rules.PREFLIGHT holds the predicates of rules.py, offload.py, field.py and capture.py (all register through rules.rule)
+assert field.FIELD_RULES and offload.LOCAL_OFFLOAD_MODULES and capture.CAPTURE_RULES, \
+    "field.py, offload.py and capture.py register their rules on import"
 CONSTRAINTS: tuple[Constraint, ...] = (*rules.PREFLIGHT, *runtime.RUNTIME_ONLY)
 BY_ID: dict[str, Constraint] = {c.id: c for c in CONSTRAINTS}
 PREFLIGHT: tuple[Constraint, ...] = tuple(c for c in CONSTRAINTS if c.check is not None)

@@ -27,6 +27,9 @@ GRAPH_FIELDS = (
     "optimizer.optimizer_cuda_graph", "ddp.megatron_fsdp_cuda_graph_mode",
 )  # fmt: skip
 _GRAPH_SECTIONS = {f.split(".")[0] for f in GRAPH_FIELDS}
+# Megatron's NaN checks: a full-iteration graph runs with them off (Bridge 0.6.2 config.py L1364-1369 refuses it
+# otherwise, rule full_iteration_nan_check), so its arm may differ from eager there: part of the graph switch
+NAN_KEYS = ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
 
 
 def graph_field_problem(key: str) -> str | None:

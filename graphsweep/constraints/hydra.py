@@ -125,6 +125,12 @@ def format_value(value: Any) -> str:
     return q + s.replace(q, "\\" + q) + q
 
 
+def is_config_path(key: str) -> bool:
+    """Whether a spec key is a config path a Hydra override may set (`model.seq_length`, `+logger.x` to add one):
+    anything else (`--config-file`) would reach the training command as a word of its own, an option of the entry."""
+    return bool(_KEY.match(key.removeprefix("++").removeprefix("+")))
+
+
 def format_override(key: str, value: Any) -> str:
     return f"{key}={format_value(value)}"
 

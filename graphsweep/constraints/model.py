@@ -31,3 +31,6 @@ class Constraint:
     requires: str | None = None  # a second text the proving line must contain (an assertion, not a log line)
     frame: str | None = None  # a function the traceback must pass through (the cause behind a generic CUDA error)
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # what could reach the same goal instead, for the report's Recommendations where a cell is blocked by it: a
+    # sentence whose {variant} and {reach} (what it could reach, e.g. the GPU-busy ceiling) the report fills in
+    advice: str = field(default="", compare=False)

@@ -22,10 +22,11 @@ PREFLIGHT: list[Constraint] = []
 
 
 def rule(id: str, source: str, summary: str, *, needles: tuple[str, ...] = (), at: str = CONFIG,
-         requires: str | None = None, frame: str | None = None) -> Callable[[Callable[[Ctx], str | None]], Callable[[Ctx], str | None]]:
+         requires: str | None = None, frame: str | None = None,
+         advice: str = "") -> Callable[[Callable[[Ctx], str | None]], Callable[[Ctx], str | None]]:
     """Register the decorated predicate as the preflight check of a constraint."""
     def deco(fn: Callable[[Ctx], str | None]) -> Callable[[Ctx], str | None]:
-        PREFLIGHT.append(Constraint(id, summary, source, fn, needles, at, requires, frame))
+        PREFLIGHT.append(Constraint(id, summary, source, fn, needles, at, requires, frame, advice=advice))
         return fn
 
     return deco
@@ -229,7 +230,11 @@ def _static_moe_shapes(c: Ctx) -> bool:
       # torch's text for cudaErrorCapturedEvent, raised by d2h_event.synchronize() inside the capture (H200 MoE
       # fixture, log line 622); the frame tells it from any other capturing-stream event error
       needles=("operation not permitted on an event last recorded in a capturing stream",),
-      at=CAPTURE, frame="_maybe_dtoh_and_synchronize")
+      at=CAPTURE, frame="_maybe_dtoh_and_synchronize",
+      advice="{variant} is blocked on this dropless MoE; what could reach {reach}: a drop-and-pad MoE "
+             "(`model.moe_expert_capacity_factor` with `model.moe_pad_expert_input_to_capacity=true`) captured whole "
+             "with full_iteration takes every region off the host, but dropping tokens changes the model: its loss "
+             "parity must be established again against a drop-and-pad eager baseline, not this one")
 def _full_iteration_dropless_moe(c: Ctx) -> str | None:
     if c.g.effective != "full_iteration" or c.get("model.num_moe_experts") in (None, 0, 1):
         return None  # num_moe_experts defaults to None: a dense model
@@ -243,7 +248,6 @@ def _full_iteration_dropless_moe(c: Ctx) -> str | None:
             "transformer_engine instead.")
 
 
-FULL_ITERATION_DROPLESS_MOE = PREFLIGHT[-1].id  # the report names what could reach the ceiling instead
 
 
 @rule("mlp_scope_all_moe", "MCore transformer_config.py L2501-2504 (core_r0.19.0), L2278 (core_v0.18.0), L2003 "

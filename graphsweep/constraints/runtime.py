@@ -9,13 +9,22 @@ from __future__ import annotations
 from graphsweep.constraints.model import CAPTURE, CONFIG, LAUNCH, NEVER, Constraint
 
 
-def _c(id: str, needle: str, source: str, summary: str, at: str = CONFIG) -> Constraint:
-    return Constraint(id, summary, source, None, (needle,), at)
+def _c(id: str, needle: str, source: str, summary: str, at: str = CONFIG, frame: str | None = None) -> Constraint:
+    return Constraint(id, summary, source, None, (needle,), at, frame=frame)
 
 
 # A spec that cannot become one fair command for a run (GPU layout, recipe name): found while planning
 UNLAUNCHABLE = Constraint("unlaunchable", "the run's settings make no valid launch (layout, recipe, owned keys)",
                           "graphsweep", None, (), NEVER)
+
+# A run that needs a CUDA device (a graph arm; every arm of a workload that trains on CUDA only) whose job would run
+# on a machine without one (the local executor on a CPU): blocked at plan time (workloads/base.py no_cuda_here),
+# 0 GPU-seconds; the builtin's eager arm runs on the CPU
+NO_CUDA = Constraint(
+    "no_cuda_here", "the run needs a CUDA device, and the executor runs its jobs on a machine without one",
+    "graphsweep: plan time, /proc/driver/nvidia/version missing or CUDA_VISIBLE_DEVICES empty", None, (), NEVER,
+    advice="what the graphs measure on a GPU: the committed H200 report of the builtin sweep, "
+           "`results/examples/h200-builtin/report.html` in the graphsweep repository")
 
 # `preflight: megatron`: Bridge's own validator refused a run (graphsweep/workloads/bridge_check.py), by outcome
 BRIDGE_VALIDATOR = {
@@ -28,6 +37,7 @@ BRIDGE_VALIDATOR = {
 
 RUNTIME_ONLY: tuple[Constraint, ...] = (
     UNLAUNCHABLE,
+    NO_CUDA,
     *BRIDGE_VALIDATOR.values(),
     _c("perf_harness_impl_choice", "invalid is_cuda_graph_impl_valid value",
        "Bridge scripts/performance/argument_parser.py (docs/megatron-facts.md §3.2)", "the perf harness knows none, local, transformer_engine",
@@ -74,6 +84,18 @@ RUNTIME_ONLY: tuple[Constraint, ...] = (
     _c("gtp_pool_exhausted_at_capture", "RegisteredLIFOPool exhausted during CUDA-graph capture",
        "MCore main tensor_parallel/gtp_symmetric_memory.py L173 (MLM PR #6535)",
        "GTP's registered buffer pool must be warmed before capture (more warmup iterations)", CAPTURE),
+    # a full-iteration graph captures the pipeline's point-to-point sends and receives (MCore 0.19.2
+    # pipeline_parallel/p2p_communication.py L411-413 `req.wait()` in P2PCommunicator._communicate): torch before 2.7
+    # returns no Work for an isend/irecv inside a capture (pytorch #133984; fixed by pytorch PR #148462, torch 2.7)
+    _c("p2p_in_capture_before_torch_2_7", "'NoneType' object has no attribute 'wait'",
+       "MCore 0.19.2 pipeline_parallel/p2p_communication.py L411-413; pytorch #133984, PR #148462 (torch 2.7)",
+       "pipeline-parallel point-to-point inside a full-iteration capture needs torch >= 2.7", CAPTURE,
+       frame="_communicate"),
+    # TE refuses a module that holds hooks (TE 2.20.2 pytorch/graph.py L386-401 make_graphed_callables; torch's own
+    # cuda/graphs.py L391 the same): Megatron-FSDP's module hooks under per-layer TE graphs (field row 23)
+    _c("te_graph_module_hooks", "Modules must not have hooks registered at the time they are passed.",
+       "TE 2.20.2 pytorch/graph.py L386-401 make_graphed_callables; torch 2.11 cuda/graphs.py L391",
+       "transformer_engine graphs take no module with hooks registered (Megatron-FSDP's)", CAPTURE),
     _c("cuda_graph_stream_aliasing", "CUDA graph stream pool contains aliased streams",
        "MCore main 0.20.0 transformer/cuda_graphs.py L146 (MLM PR #6643)",
        "the local graph runners need distinct CUDA streams", CAPTURE),

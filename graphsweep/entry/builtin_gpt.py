@@ -17,6 +17,7 @@ workload and Megatron Bridge. Nothing is faked: without CUDA a graph variant is 
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 
 from graphsweep import logformat as lf
 from graphsweep import provenance
+from graphsweep.entry import affinity
 from graphsweep.entry import builtin_settings as settings
 from graphsweep.entry import host_time
 from graphsweep.entry.gpu_busy import BusyProbe
@@ -111,6 +113,10 @@ class WorkloadConfig:
     dtype: str | None
     device: str
     seed: int
+    manual_gc: int | None = None  # spec quiet.manual_gc: collect every N iterations, the collector off otherwise
+
+
+PINNING: affinity.Pinning | None = None  # spec quiet.pin_cpus (GRAPHSWEEP_PIN_CPUS): where this process's threads go
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=settings.DTYPES, default=None, help="default: bf16 on CUDA, fp32 on CPU")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--seed", type=int, default=1234)  # Megatron's default seed
+    p.add_argument("--manual-gc", type=int, default=None, metavar="N",
+                   help="Python's garbage collector off while training, collected every N iterations (0: never)")
     return p
 
 
@@ -163,8 +171,10 @@ def parse_config(argv: Sequence[str] | None = None) -> WorkloadConfig:
         p.error(f"--iters {a.iters} must exceed --warmup {a.warmup} so that the graph is captured and replayed")
     if a.variant != EAGER and a.device == "cpu":
         p.error(f"--variant {a.variant} captures CUDA graphs: use --device cuda or auto, not cpu")
+    if a.manual_gc is not None and a.manual_gc < 0:
+        p.error(f"--manual-gc must be >= 0 (got {a.manual_gc})")
     return WorkloadConfig(a.hidden, a.layers, a.heads, a.seq_length, a.micro_batch, a.vocab, a.variant, scope,
-                          a.warmup, a.iters, a.mem_fraction, a.dtype, a.device, a.seed)
+                          a.warmup, a.iters, a.mem_fraction, a.dtype, a.device, a.seed, a.manual_gc)
 
 
 def say(line: str) -> None:
@@ -244,7 +254,12 @@ def train(cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None
     # how launch-bound eager is, and where its host time goes (the sub-blocks a scoped graph would capture)
     busy = BusyProbe(0, cfg.warmup, enabled=cuda and cfg.variant == EAGER, annotate=lambda: host_time.annotate_modules(
         [(getattr(block, name), name) for block in model.blocks for name in SCOPES], opt))
+    if cfg.manual_gc is not None:  # as Megatron's train.manual_gc: off, collected once now and every N iterations
+        gc.disable()
+        gc.collect()
     for i in range(1, cfg.iters + 1):
+        if i == 1:
+            say(affinity.settle(PINNING))  # the training loop runs: the main thread to its own core
         busy.before(i)
         sync()
         t0 = time.perf_counter()
@@ -278,6 +293,8 @@ def train(cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None
                               tflops=flops / (ms * 1e-3) / 1e12, lr=LR, loss=loss.item(), grad_norm=grad_norm.item()))
         for line in busy.after(i):
             say(line)
+        if cfg.manual_gc and i % cfg.manual_gc == 0:  # between iterations, outside the timed step
+            gc.collect()
         if cuda:
             say(lf.memory_line(0, i, torch.cuda.memory_stats()))  # every iteration: Bridge stops after iteration 2
             if i == cfg.warmup + 1:
@@ -292,6 +309,8 @@ def train(cfg: WorkloadConfig, device: torch.device, dtype: torch.dtype) -> None
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_config(argv)
+    global PINNING
+    PINNING = affinity.start()  # before torch's threads exist: they inherit the other threads' cores
     has_cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and has_cuda) else "cpu")
     name = torch.cuda.get_device_name() if has_cuda and device.type == "cuda" else "cpu"

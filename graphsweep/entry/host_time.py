@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 from typing import Any
 
-# Regions in the order a transformer layer runs them; "outside" is what no annotation covers.
-ATTN, MLP, ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER, OPTIMIZER, OUTSIDE = (
-    "attn", "mlp", "moe_router", "moe_preprocess", "dispatch", "experts", "moe_other", "optimizer", "outside")
-REGIONS = (ATTN, MLP, ROUTER, PREPROCESS, DISPATCH, EXPERTS, MOE_OTHER, OPTIMIZER, OUTSIDE)
+# The regions, in the order a transformer layer runs them, and their columns: graphsweep/vocab.py (the names the
+# parser, the judge and the report share)
+from graphsweep.vocab import (  # noqa: F401 - REGIONS and the column names are read from here too
+    ATTN, DISPATCH, EXPERTS, MLP, MOE_OTHER, OPTIMIZER, OUTSIDE, PREPROCESS, REGIONS, ROUTER, events_column,
+    ms_column, share_column, wait_column,
+)  # fmt: skip
 
 # Which regions a graph of each scope (Megatron's cuda_graph_modules names) takes off the host. full_iteration
 # takes all of them; the dispatch, the experts and the MoE tail stay eager unless the whole MoE layer is captured.
@@ -54,26 +56,6 @@ _LAYER_METHODS = (("_forward_attention", ATTN),)
 _MOE_LAYER_METHODS = (("route", ROUTER), ("shared_experts_compute", ROUTER), ("preprocess", PREPROCESS),
                       ("dispatch", DISPATCH), ("combine", DISPATCH), ("routed_experts_compute", EXPERTS),
                       ("postprocess", MOE_OTHER))
-
-
-def ms_column(region: str) -> str:
-    """runs.parquet's column of a region's host ms per iteration (graphsweep/parse, docs/tables.md)."""
-    return f"host_{region}_ms"
-
-
-def wait_column(region: str) -> str:
-    """runs.parquet's column of a region's host ms per iteration spent waiting on the GPU (of its ms_column)."""
-    return f"host_{region}_wait_ms"
-
-
-def events_column(region: str) -> str:
-    """runs.parquet's column of a region's profiler events per iteration."""
-    return f"host_{region}_events"
-
-
-def share_column(region: str) -> str:
-    """comparison.parquet's column of a region's share of the eager step's host time (graphsweep/judge/host.py)."""
-    return f"host_{region}_share"
 
 
 def covered_regions(scopes: Iterable[str]) -> tuple[str, ...]:

@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run by path: graphsweep's stdlib-only modules c
 
 from graphsweep import logformat as lf  # noqa: E402  (standard library only)
 from graphsweep import provenance  # noqa: E402  (standard library only)
+from graphsweep.entry import affinity  # noqa: E402  (standard library only)
 from graphsweep.entry import host_time  # noqa: E402  (standard library only; torch inside)
 from graphsweep.entry.gpu_busy import BusyProbe  # noqa: E402  (standard library only; torch inside)
 
@@ -270,7 +271,7 @@ def count_graphs(model: list[Any]) -> int:
     return n
 
 
-def make_callback(warmup: int, graph_arm: bool) -> Any:
+def make_callback(warmup: int, graph_arm: bool, pinning: affinity.Pinning | None = None) -> Any:
     import torch
     from megatron.bridge.training.callbacks import Callback
 
@@ -295,7 +296,8 @@ def make_callback(warmup: int, graph_arm: bool) -> Any:
 
         def on_train_step_start(self, context: Any) -> None:
             self.start_step = int(context.state.train_state.step)
-            if self.busy is None:
+            if self.busy is None:  # the first step: the loop's threads and dataloader workers exist now
+                print(affinity.settle(pinning), flush=True)
                 model, optimizer = context.model, getattr(context, "optimizer", None)
                 self.busy = BusyProbe(rank_info()[0], warmup, enabled=not graph_arm,
                                       annotate=lambda: host_time.annotate_megatron(model, optimizer))
@@ -389,6 +391,7 @@ def print_provenance(rank: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_args(argv)
+    pinning = affinity.start()  # spec quiet.pin_cpus: before torch's threads exist (they inherit the other cores)
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -426,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         module, _, func = args.step_func.partition(":")
         forward_step = getattr(importlib.import_module(module), func)
     t0 = time.time()
-    pretrain(cfg, forward_step, callbacks=[make_callback(warmup, graph_arm=impl != "none")])
+    pretrain(cfg, forward_step, callbacks=[make_callback(warmup, graph_arm=impl != "none", pinning=pinning)])
     if rank == 0:
         print(f"{lf.ENTRY_DONE}{time.time() - t0:.1f}", flush=True)
     return 0

@@ -15,8 +15,9 @@ Figures behind every constant: docs/statistics.md (benchmarks/validate_stats.py 
 3. p-values of the margin hypotheses, scaled so that each verdict holds exactly when its p < alpha:
    p_beyond (H0: ratio inside the band; speedup/slowdown iff p_beyond < alpha), p_within (TOST; H0: outside;
    neutral iff p_within < alpha). benjamini_hochberg takes p_beyond: one family, one kind of p-value.
-4. Two looks (more-repeats): alpha_for_look splits alpha over the looks; repeats_for_power plans the second
-   look's jobs per arm for a target power at the second look's alpha.
+4. Sequential looks (the decision loop): given a `Look` (a look of a judge/sequential.py Design), the interval uses
+   that look's critical value (a repeated confidence interval: wider at every look, so that all looks hold together)
+   and the p-values are repeated p-values; repeats_for_power plans the jobs per arm a cell needs at the looks to come.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Sequence
 
 from scipy import special as _sp  # stdtr / stdtrit: the t CDF and its inverse; df = inf gives the normal
 
+from graphsweep.judge import sequential as seq
 from graphsweep.vocab import INCONCLUSIVE, NEUTRAL, SLOWDOWN, SPEEDUP
 
 MARGIN = 0.02
@@ -90,6 +92,21 @@ class Judgement:
     graph: Arm
     thin: bool  # an arm had < MIN_OWN_JOBS jobs: its spread is the allowance (or the cell is inconclusive-only)
     resolution_limited: bool  # inconclusive, and the non-shrinking resolution part alone would keep it so
+
+
+@dataclass(frozen=True)
+class Look:
+    """A judgement at look k of a sequential design (judge/sequential.py): its interval is that look's repeated
+    confidence interval and its p-values are repeated p-values."""
+
+    design: seq.Design
+    k: int
+
+    def critical(self, df: float, alpha: float) -> float:
+        return seq.critical_t(self.design, self.k, df, alpha)
+
+    def p(self, stat: float, df: float) -> float:
+        return seq.repeated_p(self.design, self.k, stat, df)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -237,17 +254,18 @@ def judge(
     alpha: float = ALPHA,
     allowance: float | None = SPREAD_ALLOWANCE,
     min_own_jobs: int = MIN_OWN_JOBS,
+    look: Look | None = None,
 ) -> Judgement:
     """Judge eager vs graph from per-job steady medians (ms) and each log's print step (ms).
 
-    `alpha` is this look's alpha (alpha_for_look); the interval's level is 1 - alpha.
+    The interval's level is 1 - alpha at one look; at a `look` of a sequential design, all its looks together.
     """
     e = summarize_arm(eager_ms, eager_step_ms, allowance, min_own_jobs)
     g = summarize_arm(graph_ms, graph_step_ms, allowance, min_own_jobs)
-    return judge_arms(e, g, margin=margin, alpha=alpha)
+    return judge_arms(e, g, margin=margin, alpha=alpha, look=look)
 
 
-def judge_arms(e: Arm, g: Arm, *, margin: float = MARGIN, alpha: float = ALPHA) -> Judgement:
+def judge_arms(e: Arm, g: Arm, *, margin: float = MARGIN, alpha: float = ALPHA, look: Look | None = None) -> Judgement:
     if not 0 < margin < 1 or not 0 < alpha < 1:
         raise ValueError(f"judge: margin {margin} and alpha {alpha} must be in (0, 1)")
     d = e.mean_log - g.mean_log
@@ -258,18 +276,24 @@ def judge_arms(e: Arm, g: Arm, *, margin: float = MARGIN, alpha: float = ALPHA) 
                          math.nan, 1.0, 1.0, 1.0, 1.0, e, g, thin, False)
     se = math.sqrt(e.var_mean + g.var_mean)  # > 0: the resolution floor is positive
     df = cell_df(e, g)
-    tq = t_quantile(1 - alpha / 2, df)
+    tq = look.critical(df, alpha) if look else t_quantile(1 - alpha / 2, df)
     lo, hi = d - tq * se, d + tq * se
     p_up = max(P_MIN, t_cdf((up - d) / se, df))  # H0: log ratio <= up, rejected for large d
     p_dn = max(P_MIN, t_cdf((d - dn) / se, df))  # H0: log ratio >= dn, rejected for small d
-    p_tost = max(t_cdf((dn - d) / se, df), t_cdf((d - up) / se, df))  # H0: outside the band
+    if look:  # repeated p-values: the alpha at which this look's interval just reaches the hypothesis
+        p_beyond = max(P_MIN, min(look.p((d - up) / se, df), look.p((dn - d) / se, df)))
+        p_within = max(P_MIN, look.p(min(d - dn, up - d) / se, df))
+    else:
+        p_beyond = min(1.0, 2 * min(p_up, p_dn))
+        p_within = min(1.0, max(P_MIN, 2 * max(t_cdf((dn - d) / se, df), t_cdf((d - up) / se, df))))  # TOST
     verdict = decide(lo, hi, up, dn)
     limited = False
     if verdict == INCONCLUSIVE and e.var_common + g.var_common > 0:  # as if the jobs' spread went to 0
-        z = t_quantile(1 - alpha / 2, math.inf) * math.sqrt(e.var_common + g.var_common)
+        z = (look.critical(math.inf, alpha) if look else t_quantile(1 - alpha / 2, math.inf))
+        z *= math.sqrt(e.var_common + g.var_common)
         limited = decide(d - z, d + z, up, dn) == INCONCLUSIVE
     return Judgement(verdict, math.exp(d), math.exp(lo), math.exp(hi), 1 - margin, 1 + margin, alpha, se, df,
-                     p_up, p_dn, min(1.0, 2 * min(p_up, p_dn)), min(1.0, max(P_MIN, 2 * p_tost)), e, g, thin, limited)
+                     p_up, p_dn, p_beyond, p_within, e, g, thin, limited)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -299,19 +323,21 @@ def repeats_for_power(
     g: Arm,
     *,
     margin: float = MARGIN,
-    alpha: float = TWO_LOOK_SPENDING[1],
+    alpha: float = ALPHA,
     power: float = 0.8,
     ratio: float | None = None,
     allowance: float = SPREAD_ALLOWANCE,
     min_own_jobs: int = MIN_OWN_JOBS,
     cap: int = POWER_CAP,
+    design: seq.Design | None = None,
 ) -> int | None:
-    """Jobs per arm (both arms the same n, >= the larger arm now) at which the cell reaches the verdict its
-    assumed true `ratio` (default: the current estimate) implies, with probability >= `power`, at `alpha`.
+    """Jobs per graph arm (the eager arm growing with it in today's proportion) at which the cell reaches the verdict its
+    assumed true `ratio` (default: the current estimate) implies, with probability >= `power`, at `alpha`; with a
+    sequential `design`, at the critical value of the look that n jobs complete (only its looks are candidates).
 
     Per-job variance: the observed one for an arm of >= 2 jobs (its unseen resolution part stays non-shrinking),
-    the allowance for an arm of one job; below MIN_OWN_JOBS the judge's allowance rule applies. Power by the normal approximation around the judge's own
-    interval rule (same df rule, t quantile at the planned df):
+    the allowance for an arm of one job; below MIN_OWN_JOBS the judge's allowance rule applies. Power by the normal
+    approximation around the judge's own interval rule (same df rule, critical value at the planned df):
       beyond the band: Phi(dist / se(n) - t);  inside: Phi(d_up / se - t) + Phi(d_dn / se - t) - 1.
     None when no n <= cap gets there (the ratio sits on a band edge, or the print resolution alone blocks it).
     """
@@ -324,10 +350,16 @@ def repeats_for_power(
             return Arm(n, 0.0, v, a.var_res, v / n, common, n - 1.0, OBSERVED)
         return Arm(n, 0.0, v, a.var_res, max(allowance**2, v, a.var_res) / n, 0.0, math.inf, ALLOWANCE)
 
-    for n in range(max(e.n, g.n, 1), cap + 1):
-        pe, pg = planned(e, n), planned(g, n)
+    start = max(g.n, 1)
+    share = e.n / g.n if g.n else 1.0  # a baseline of eager and A/A control runs grows twice as fast as the arm
+    candidates = [n for n in design.looks if n >= start] if design else range(start, cap + 1)
+    for n in candidates:
+        if n > cap:
+            break
+        pe, pg = planned(e, max(1, round(n * share))), planned(g, n)
         se = math.sqrt(pe.var_mean + pg.var_mean)
-        tq = t_quantile(1 - alpha / 2, cell_df(pe, pg))
+        df = cell_df(pe, pg)
+        tq = seq.critical_t(design, design.look_of(n), df, alpha) if design else t_quantile(1 - alpha / 2, df)
         if theta > up or theta < dn:
             pw = t_cdf((theta - up if theta > up else dn - theta) / se - tq, math.inf)
         else:

@@ -11,9 +11,10 @@ a bias, a walk.
 
 1. **The references** (the eager-like runs of the seed: the eager arm and, in a sweep, its A/A control runs) are
    checked against each other first: with three or more, a run that leaves the band of the others is set aside
-   (a minority only; named in the reason), so one diverging control never widens anything. Three or more
-   references, or two that agree within the floor, are *confirmed*; one reference, or two that do not agree,
-   cannot calibrate a band.
+   (a minority only; named in the reason), so one diverging control never widens anything; the A/A control runs
+   join the eager runs only where those vouch for them (each judged against the eager runs' band, made CHECK_FACTOR
+   times wider), so controls that diverge together never join. Three or more references, or two that agree within
+   the floor, are *confirmed*; one reference, or two that do not agree, cannot calibrate a band.
 2. **The band** at iteration i, relative to the references' mean there:
 
        range(i)  = [min, max] of the references at i
@@ -25,12 +26,13 @@ a bias, a walk.
 3. **A run departs** from iteration t when it lies outside the band there and in most of the WINDOW compared
    iterations from t (the median of its excess / width over them exceeds 1; near the end the window shrinks to
    MIN_WINDOW, and a run compared on fewer iterations is judged on all of them), or when it sits on one side of
-   the references' range in at least BIAS_SHARE of its iterations by a median of BIAS_FLOOR or more (a bias, which
-   the floor would hide where the references are identical). A NaN/Inf where the references are finite is
-   `nonfinite` at once.
+   the references' range in at least BIAS_SHARE of its iterations from its first replay on by a median of BIAS_FLOOR
+   or more (a bias, which the floor would hide where the references are identical; before its capture a graph run
+   runs eager code). A NaN/Inf where the references are finite is `nonfinite` at once.
 4. **Without a confirmed band** a run is judged against each reference alone with the floor as its width: one it
-   follows makes it `ok`; otherwise it is `uncalibrated`: the data cannot tell the model's own spread from a
-   fault (a speedup reads `unverified`, never `invalid`).
+   follows makes it `ok`; a departure that starts FAR_FACTOR times beyond the pair's agreement before it (and the
+   references' own), after iterations where they agreed, is `diverged` all the same; otherwise it is
+   `uncalibrated`: the data cannot tell the model's own spread from a fault (a speedup reads `unverified`).
 5. **The arm** (summarize): any `nonfinite` run makes the cell invalid; one departing run among at least three
    checked, within DRIFT_LEVEL widths, is `run-drift` (the verdict stands, nothing is recommended); more is
    `diverged` (invalid).
@@ -63,6 +65,14 @@ DRIFT_MIN_CHECKED = 3
 MIN_DOF = 8  # a band wider than the floor needs this many degrees of freedom (3 references over 4 iterations)
 CHECK_FACTOR = 2.0  # a reference is set aside when it leaves the others' band made this many times wider
 MAX_POINTS = 2000  # longer runs are judged on this many evenly spaced compared iterations (10^4 iterations: fast)
+# A departure far beyond agreement is a fault with any number of references: one whose level where it starts is
+# FAR_FACTOR times the larger of the pair's own agreement before it (every compared iteration before it, the
+# pre-capture ones among them: eager code in both runs) and the references' own agreement, and at least
+# FAR_FACTOR x AGREE_FLOOR (2 %). The chaotic shape's correct runs part gradually (1e-3 after capture, tens of percent
+# 5-8 iterations later): where a correct real run first leaves the floor around one reference it is at most 52 times
+# its agreement before (benchmarks/validate_parity.py section 2 prints it), a quarter of FAR_FACTOR
+FAR_FACTOR = 200.0
+AGREE_FLOOR = 1e-4  # the level same-seed correct runs keep before capture on the real H200 runs (1e-5..1.5e-3)
 _TINY = 1e-12
 
 # Parity of a run and of a cell (comparison.parquet loss_parity)
@@ -84,6 +94,7 @@ class Printed:
 
     loss: LossSeries
     span: int = 1  # Megatron's log_interval when the log prints a line every N iterations; 1: every iteration
+    first_replay: int | None = None  # a graph run: the first iteration its graphs ran (its capture); None: unknown
 
 
 @dataclass(frozen=True)
@@ -138,6 +149,7 @@ class RunParity:
     span: int = 1  # iterations each compared value averages
     confirmed: bool = True  # judged against a confirmed band (else: each reference alone, the floor as width)
     band: tuple[tuple[int, int, float], ...] = ()  # the band it was judged against: (first, last iteration, width)
+    agreement: float | None = None  # departed: its largest distance from the references before (far_beyond)
 
     @property
     def excess(self) -> float:
@@ -246,6 +258,8 @@ class _Judged:
     level: float
     bias: bool
     idx: np.ndarray  # the band indices compared
+    onset: float = 0.0  # the departure's level where it starts (window median of |excess| there), relative
+    before: float = 0.0  # the largest |excess| over the compared iterations before it: the agreement before
 
 
 def _thin(n: int) -> np.ndarray:
@@ -253,8 +267,9 @@ def _thin(n: int) -> np.ndarray:
     return np.arange(n) if n <= MAX_POINTS else np.unique(np.linspace(0, n - 1, MAX_POINTS).round().astype(int))
 
 
-def _judge(values: Mapping[int, float], b: Band) -> _Judged:
-    """One series against a band: nonfinite, departs (DIVERGED) or ok."""
+def _judge(values: Mapping[int, float], b: Band, first_replay: int | None = None) -> _Judged:
+    """One series against a band: nonfinite, departs (DIVERGED) or ok. `first_replay`: the bias rule looks at the
+    iterations from there on only (before it the graph run ran eager code: nothing there can show a bias)."""
     idx = np.asarray([k for k, p in enumerate(b.iterations) if int(p) in values], dtype=int)
     if not idx.size:
         return _Judged(UNCHECKED, None, np.zeros(0), 0.0, 0.0, False, idx)
@@ -285,17 +300,20 @@ def _judge(values: Mapping[int, float], b: Band) -> _Judged:
     start = next((k for k in range(n) if z[k] > 1 and level_z[k] > 1), None)
     ratio = float(np.max(level_z)) if np.isfinite(level_z).any() else 0.0
     level = float(np.max(level_d)) if n else 0.0
-    # a bias: one side of the range in most iterations, by a median the floor would hide
-    pos, neg = float(np.mean(excess > 0)), float(np.mean(excess < 0))
-    med = float(np.median(excess))
+    # a bias: one side of the range in most iterations (those replayed, when known), by a median the floor would hide
+    replayed = b.iterations[idx] >= first_replay if first_replay is not None else np.ones(n, dtype=bool)
+    late = excess[replayed] if replayed.any() else excess
+    pos, neg = float(np.mean(late > 0)), float(np.mean(late < 0))
+    med = float(np.median(late))
     bias = max(pos, neg) >= BIAS_SHARE and abs(med) >= BIAS_FLOOR
     if bias:
         ratio = max(ratio, abs(med) / BIAS_FLOOR)
         if start is None:
             sign = np.sign(med)
-            start = int(np.flatnonzero(np.sign(excess) == sign)[0])
+            start = int(np.flatnonzero((np.sign(excess) == sign) & (replayed if replayed.any() else True))[0])
     if start is not None:
-        return _Judged(DIVERGED, int(idx[start]), excess, ratio, level, bias, idx)
+        before = float(np.max(np.abs(excess[:start]))) if start else 0.0
+        return _Judged(DIVERGED, int(idx[start]), excess, ratio, level, bias, idx, float(level_d[start]), before)
     return _Judged(PARITY_OK, int(idx[int(np.argmax(z))]), excess, ratio, level, False, idx)
 
 
@@ -312,6 +330,40 @@ def _segments(b: Band, idx: np.ndarray, ratio: float = 1.5) -> tuple[tuple[int, 
     return tuple((int(a), int(z), float(w)) for a, z, w, _ in out)
 
 
+def far_beyond(j: _Judged, b: Band, refs_agreement: float = 0.0, first_replay: int | None = None) -> bool:
+    """A departure that starts FAR_FACTOR times beyond the pair's agreement before it and the references' own
+    agreement (see FAR_FACTOR): a fault, whatever the references can calibrate. Only a departure after iterations
+    where the pair agreed, and (when known) from the graph's first replay on: one from the first iteration, or
+    before capture, is no graph's (another model, other data: `uncalibrated` with one reference)."""
+    if j.state != DIVERGED or j.k is None or not (j.idx < j.k).any():
+        return False
+    if first_replay is not None and (int(b.iterations[j.k]) < first_replay
+                                     or not (b.iterations[j.idx] < first_replay).any()):
+        return False
+    return j.onset >= FAR_FACTOR * max(j.before, refs_agreement, AGREE_FLOOR)
+
+
+def departure(run: Printed, reference: Printed, *, floor: float = LOSS_FLOOR) -> tuple[int, float, float] | None:
+    """Where a run first leaves the floor around one reference: (iteration, its level there, its largest distance from
+    the reference before it), the figures far_beyond weighs; None when it does not leave it."""
+    span, points = grid([run, reference])
+    b = band([reference], span, points, floor=floor)
+    j = _judge(on_grid(run, span, points), b, run.first_replay)
+    if j.state != DIVERGED or j.k is None:
+        return None
+    return int(b.iterations[j.k]), j.onset, j.before
+
+
+def agreement(refs: References) -> float:
+    """The references' own agreement: the widest relative range between them at any compared iteration (0 for one)."""
+    if len(refs.used) < 2:
+        return 0.0
+    runs = [refs.loss[r] for r in refs.used]
+    span, points = grid(runs)
+    b = band(runs, span, points)
+    return float(np.max(b.hi - b.lo)) if b.iterations.size else 0.0
+
+
 def _record(run_id: str, j: _Judged, b: Band, values: Mapping[int, float], state: str,
             eager_run: str | None, confirmed: bool) -> RunParity:
     k = j.k
@@ -324,7 +376,7 @@ def _record(run_id: str, j: _Judged, b: Band, values: Mapping[int, float], state
                      None if k is None else float(b.centre[k]), rel, j.level,
                      float(b.width[k]) if k is not None else LOSS_FLOOR, eager_run, int(j.idx.size), j.ratio, j.bias,
                      float(widths.min()) if widths.size else None, float(widths.max()) if widths.size else None,
-                     b.span, confirmed, _segments(b, j.idx))
+                     b.span, confirmed, _segments(b, j.idx), j.before if j.state == DIVERGED else None)
 
 
 def check_run(run_id: str, graph: Printed, refs: References, *, floor: float = LOSS_FLOOR,
@@ -337,33 +389,44 @@ def check_run(run_id: str, graph: Printed, refs: References, *, floor: float = L
     values = on_grid(graph, span, points)
     if refs.confirmed:
         b = band(ref_runs, span, points, floor=floor, factor=factor)
-        j = _judge(values, b)
+        j = _judge(values, b, graph.first_replay)
         if j.state == UNCHECKED:
             return RunParity(run_id, UNCHECKED, None, None, None, None, 0.0, floor, None, 0)
         if b.trusted(j.idx, floor):
             return _record(run_id, j, b, values, j.state, None, True)
-    # no confirmed band: each reference alone, the floor as width; following one is enough
+    # no confirmed band: each reference alone, the floor as width; following one is enough, and a departure far beyond
+    # the pair's agreement before it (and the references' own) is a fault all the same
+    own = agreement(refs)
     best: RunParity | None = None
     for rid in refs.used:
         b = band([refs.loss[rid]], span, points, floor=floor, factor=factor)
-        j = _judge(values, b)
+        j = _judge(values, b, graph.first_replay)
         if j.state == UNCHECKED:
             continue
-        cand = _record(run_id, j, b, values, UNCALIBRATED if j.state == DIVERGED else j.state, rid, False)
+        state = (DIVERGED if far_beyond(j, b, own, graph.first_replay) else UNCALIBRATED) if j.state == DIVERGED \
+            else j.state
+        cand = _record(run_id, j, b, values, state, rid, False)
         if best is None or (cand.state != PARITY_OK, cand.excess) < (best.state != PARITY_OK, best.excess):
             best = cand
     return best or RunParity(run_id, UNCHECKED, None, None, None, None, 0.0, floor, None, 0)
 
 
-def check_references(refs: Mapping[str, Printed], *, floor: float = LOSS_FLOOR,
-                     factor: float = BAND_FACTOR) -> References:
+def check_references(refs: Mapping[str, Printed], *, floor: float = LOSS_FLOOR, factor: float = BAND_FACTOR,
+                     controls: Mapping[str, Printed] | None = None) -> References:
     """Check the reference runs of one seed against each other (their losses must be finite: a non-finite
     eager-like run is a broken baseline, decided before parity).
+
+    `controls` (a sweep's A/A control runs, `graphsweep compare --reference`) join only when the eager runs vouch for
+    them: each is judged against the eager runs' references as a graph run would be (their band made CHECK_FACTOR times
+    wider); one that leaves it is set aside, so diverging controls never widen a band, however many agree with each
+    other. Without an eager reference the controls are checked among themselves.
 
     Two confirm each other only by agreeing within the floor; one never does. With three or more, each is judged
     against the band of the others made CHECK_FACTOR times wider (a reference is set aside only when it is clearly
     out); a minority that leaves it is set aside and the rest checked again; when a majority leaves, the
     references dispute each other and confirm nothing."""
+    if controls:
+        return _with_controls(check_references(refs, floor=floor, factor=factor), refs, controls, floor, factor)
     ids = [r for r, p in refs.items() if p.loss]
     own = {r: refs[r] for r in ids}
     if len(ids) < 2:
@@ -387,6 +450,22 @@ def check_references(refs: Mapping[str, Printed], *, floor: float = LOSS_FLOOR,
     return References(rest.used, (*out, *rest.excluded), rest.confirmed, rest.loss)
 
 
+def _with_controls(base: References, refs: Mapping[str, Printed], controls: Mapping[str, Printed], floor: float,
+                   factor: float) -> References:
+    """The eager references, joined by the controls that follow them (check_references)."""
+    mine = {r: p for r, p in controls.items() if p.loss}
+    if not base.used:
+        return check_references(mine, floor=floor, factor=factor)
+    follow = [r for r, p in mine.items()
+              if check_run(r, p, base, floor=floor, factor=factor * CHECK_FACTOR).state == PARITY_OK]
+    out = tuple(r for r in mine if r not in follow)
+    if not follow:
+        return References(base.used, (*base.excluded, *out), base.confirmed, base.loss)
+    joined = check_references({**{r: refs[r] for r in base.used}, **{r: mine[r] for r in follow}}, floor=floor,
+                              factor=factor)
+    return References(joined.used, (*base.excluded, *out, *joined.excluded), joined.confirmed, joined.loss)
+
+
 def spread_of(refs: References) -> float:
     """The references' largest pooled relative sd (0 for one run or bit-identical runs)."""
     if len(refs.used) < 2:
@@ -402,9 +481,9 @@ def spread_of(refs: References) -> float:
 
 
 def judge_arm(graph: Mapping[str, Printed], refs: Mapping[str, Printed], *, floor: float = LOSS_FLOOR,
-              factor: float = BAND_FACTOR) -> ArmParity:
+              factor: float = BAND_FACTOR, controls: Mapping[str, Printed] | None = None) -> ArmParity:
     """The parity of a graph arm of one seed: its runs against the references of that seed (checked first)."""
-    checked = check_references(refs, floor=floor, factor=factor)
+    checked = check_references(refs, floor=floor, factor=factor, controls=controls)
     runs = tuple(check_run(rid, g, checked, floor=floor, factor=factor) for rid, g in graph.items())
     return summarize(runs, spread_of(checked), references=len(checked.used), excluded=checked.excluded)
 

@@ -89,10 +89,12 @@ def speedup_text(row: Mapping[str, Any], ci: bool = True) -> str:
 
 
 def interval(row: Mapping[str, Any]) -> str:
-    """'1.05× [1.01, 1.09] (95% CI; eager 10.50 ms vs graph 10.00 ms)'."""
+    """'1.05× [1.01, 1.09] (95% CI at look 2 of the decision loop; eager 10.50 ms vs graph 10.00 ms)'."""
     level = 100 * (1 - float(_get(row, "alpha") or iv.ALPHA))
     other = CONTROL if _get(row, "control") else GRAPH
-    return (f"{speedup_text(row)} ({level:g}% CI; "
+    look = _get(row, "look")
+    at = f" at look {int(look)} of the decision loop" if look is not None and _get(row, "loop_status") else ""
+    return (f"{speedup_text(row)} ({level:g}% CI{at}; "
             f"eager {_get(row, 'eager_step_ms'):.2f} ms vs {other} {_get(row, 'graph_step_ms'):.2f} ms)")
 
 
@@ -163,7 +165,7 @@ def repeats(row: Mapping[str, Any], hint: bool = True) -> str:
                 "this step time" + (" (widen the margin or lengthen the step)" if hint else ""))
     if need is not None:
         return f"about {int(need)} repeats per arm would decide it" + (
-            " (80% power, `graphsweep more-repeats`)" if hint else "")
+            " (80% power at the decision loop's looks; `graphsweep more-repeats` raises its budget)" if hint else "")
     return f"more than {iv.POWER_CAP} repeats per arm would be needed" + (
         " at this spread (the estimate is too close to a margin edge for the job-to-job noise)" if hint else "")
 
@@ -364,6 +366,8 @@ def _sentence(row: Mapping[str, Any]) -> str:
     if verdict == INVALID and outcome in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE):
         tail = f"; its step time {interval(row)} is not a result" if _get(row, "speedup") is not None else ""
         return f"the graph arm trains another model: {parity(row)}{tail}"
+    if verdict == INVALID and outcome == vd.BEYOND_CEILING:
+        return beyond_ceiling(row)
     if verdict == INVALID and outcome == vd.GRAPH_CAPTURED_NOTHING:
         return (f"{_of(row, GRAPH, UNCAPTURED)} graph runs captured no CUDA graph: they trained eager, so their step "
                 f"time is no graph result ({_failure(row)})")
@@ -376,6 +380,8 @@ def _sentence(row: Mapping[str, Any]) -> str:
         mem = _get(row, "eager_mem_gb")
         fit = f"; eager fit at {mem:.2f} GB {memory_words(row)}" if mem is not None else "; eager fit"
         return f"{head}: {_failure(row)}{fit}{timing}"
+    if verdict == FAILED and outcome == vd.GRAPH_CRASHED:
+        return crashed(row)
     if verdict == FAILED and outcome == vd.GRAPH_TOO_SHORT:
         return (f"the graph runs completed but are too short for a steady window ({_failure(row)}): give the spec "
                 "more iterations")
@@ -397,6 +403,61 @@ def _sentence(row: Mapping[str, Any]) -> str:
                 f"{_get(row, 'q_value'):.3f} (Benjamini-Hochberg over its timed cells, which share eager baselines) "
                 f"is not below alpha {_get(row, 'alpha'):g}")
     return "; ".join([head, *notes(row)])
+
+
+# --------------------------------------------------------------------------------------------------
+# Same work, possible speedups, settings that crash (issue 36 item 1, issue 40)
+WORK_NAMES = {"global_batch": "global batch size (its iteration lines)"}  # judge/work.py GLOBAL_BATCH
+
+
+def work_difference(d: Mapping[str, Any]) -> str:
+    """'train.global_batch_size: eager 4 vs graph 2' for one judge/work.py WorkDifference record."""
+    key = str(d.get("key"))
+    e, g = [str(x) for x in _listed(d.get(EAGER))], [str(x) for x in _listed(d.get(GRAPH))]
+    name, es, gs = WORK_NAMES.get(key, key), ", ".join(e) or "unknown", ", ".join(g) or "unknown"
+    if len(e) > 1 and len(g) <= 1 and set(g) <= set(e):
+        return f"{name} differs between eager runs ({es})"
+    if len(g) > 1 and len(e) <= 1 and set(e) <= set(g):
+        return f"{name} differs between graph runs ({gs})"
+    return f"{name}: eager {es} vs graph {gs}"
+
+
+def _listed(v: Any) -> list[Any]:
+    if v is None:
+        return []
+    return list(v.tolist() if hasattr(v, "tolist") else v)
+
+
+def not_same_work(differences: Sequence[Mapping[str, Any]]) -> str:
+    """Why a cell's arms are not compared: the configuration keys (and the global batch) they differ in, with values."""
+    return ("not comparable: the arms do different work (" + "; ".join(work_difference(d) for d in differences)
+            + ") - run both arms with one training configuration, or name the keys that may differ in the spec's "
+            "`arms_may_differ` (`graphsweep compare --may-differ KEY`)")
+
+
+def beyond_ceiling(row: Mapping[str, Any]) -> str:
+    """An impossible speedup: its whole interval lies beyond the GPU-busy ceiling of the eager step."""
+    return (f"impossible: {interval(row)} lies wholly above the most any graph of this step can win ("
+            f"{launch(row) or 'the GPU-busy ceiling'}): a graph takes host time off a step, never GPU work, so the "
+            "graph arm did less work than eager or its timing is wrong; not a result, never recommended")
+
+
+def crash_cause(row: Mapping[str, Any]) -> str:
+    """'run X crashed: <its reason> (error class illegal_memory_access)' for the run that decided a crashed cell."""
+    cls = _get(row, "failure_class")
+    return f"run {_failure(row)}" + (f" (error class {cls})" if cls else "")
+
+
+def crashed(row: Mapping[str, Any]) -> str:
+    """A setting that crashed: which run, why, and what its other runs measured (never a result)."""
+    ids = list(_get(row, "crashed_run_ids") or [])
+    n = len(_get(row, "graph_outcomes") or [])
+    text = (f"{len(ids)} of {n} graph runs crashed of the graph's own cause: {crash_cause(row)}; a setting that "
+            "crashes is not recommended (only infrastructure - a node or network fault, a preemption - is excluded "
+            "and retried: docs/failures.md)")
+    if _get(row, "speedup") is not None:
+        text += f"; the {_get(row, 'n_graph')} completed graph run(s) measured {interval(row)}, not a result"
+    return text
 
 
 # --------------------------------------------------------------------------------------------------
@@ -475,13 +536,18 @@ def group(verdict: str, cells: Sequence[Mapping[str, Any]], margin: float, gated
                 if all(o in (vd.GRAPH_LOSS_DIVERGED, vd.GRAPH_LOSS_NONFINITE) for o in outcomes)
                 else "captured no CUDA graph (0 graphs: it trained eager, no graph result)"
                 if all(o == vd.GRAPH_CAPTURED_NOTHING for o in outcomes)
+                else "measured faster than any graph of this step can be (beyond the GPU-busy ceiling): not a result"
+                if all(o == vd.BEYOND_CEILING for o in outcomes)
                 else "invalid (no graph captured, no evidence of a captured and replayed graph, or a graph run left "
                      "eager's loss)")
         return f"{who} {what}"
+    if verdict == FAILED and all(_get(c, "paired_outcome") == vd.GRAPH_CRASHED for c in cells):
+        return f"{who} crashed: " + "; ".join(crash_cause(c) for c in cells)
     if verdict == FAILED:
-        return f"{who} failed (no usable graph run while eager completed)"
+        return f"{who} failed (no usable graph run while eager completed, or a graph run crashed)"
     if verdict == NOT_COMPARABLE:
-        return f"{who} not comparable (the arms ran in different environments)"
+        work = any(_get(c, "work_differences") for c in cells)
+        return f"{who} not comparable (the arms {'did different work' if work else 'ran in different environments'})"
     broken = [c for c in cells if _get(c, "paired_outcome") == vd.BASELINE_LOSS_NONFINITE]
     if verdict == BASELINE_FAILED and broken:
         return broken_baseline(broken[0])

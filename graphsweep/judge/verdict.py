@@ -2,8 +2,9 @@
 
 Outcomes first, then timing, then loss parity:
 - no usable eager run -> baseline-failed; a blocked graph run -> blocked; a graph run that captured no graph
-  (outcome uncaptured) or without capture and replay evidence -> invalid; a graph OOM -> oom; no usable graph run ->
-  failed;
+  (outcome uncaptured) or without capture and replay evidence -> invalid; a graph OOM -> oom; a graph run that
+  crashed of its own cause (not infrastructure, not a crash its eager arm shows too) -> failed, however fast the
+  others; no usable graph run -> failed;
 - an eager-like run (the eager arm, or the A/A control runs given as references) whose lm loss went NaN/Inf ->
   baseline-failed: the baseline itself is broken, so nothing is compared with it;
 - otherwise the interval of eager/graph step time from the per-job steady medians (judge/interval.py: jobs are
@@ -14,7 +15,10 @@ Outcomes first, then timing, then loss parity:
   excluded as infrastructure); one drifting run of three or more is `run-drift` (the verdict stands, the reason
   counts it, nothing recommends it); a speedup whose parity could not be checked, or whose references are too few
   to calibrate a band it departs from, is `unverified`, not a result. An A/A control cell's parity is recorded,
-  never a verdict.
+  never a verdict;
+- a speedup whose whole interval lies beyond the eager step's GPU-busy ceiling (eager step / GPU busy: a graph takes
+  host time off a step, never GPU work) is impossible: invalid (`beyond_ceiling`), never recommended.
+Whether the arms may be compared at all (the same environment, the same work) is judge/compare.py's, after this.
 The sentence a reader sees is written from these fields by judge/prose.py, and only there.
 """
 
@@ -31,8 +35,8 @@ from graphsweep.judge import interval as iv
 from graphsweep.judge.centre import centre_ms
 from graphsweep.judge import parity as lp
 from graphsweep.vocab import (
-    AA, BASELINE_FAILED, BLOCKED, COMPLETED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN, SPEEDUP,
-    TIMING_VERDICTS, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES, VERDICTS,
+    AA, BASELINE_FAILED, BLOCKED, COMPLETED, CRASHED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN,
+    SPEEDUP, TIMING_VERDICTS, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES, VERDICTS,
 )  # fmt: skip
 
 # The memory a cell's arms are compared on (runs.parquet column -> its words), best first; a cell uses the first one
@@ -46,6 +50,7 @@ MEMORY_FIGURES = {
 }
 
 NAN_CLASS = "nan"  # the error class the parser gives a NaN/Inf in training (parse/signatures.py R_NAN)
+TRANSIENT_CLASS = "transient:"  # error classes of node and network faults (parse/classify.py rules node-fault, network)
 
 # Paired outcome of a cell (comparison.parquet paired_outcome): what happened to both arms, before any timing.
 BOTH_COMPLETED = "both-completed"
@@ -61,6 +66,8 @@ GRAPH_CAPTURED_NOTHING = "graph-captured-nothing"  # a graph run held no CUDA gr
 GRAPH_LOSS_DIVERGED = "graph-loss-diverged"
 GRAPH_LOSS_NONFINITE = "graph-loss-nonfinite"
 GRAPH_TOO_SHORT = "graph-too-short"  # graph runs completed with too few iterations for a steady window
+GRAPH_CRASHED = "graph-crashed"  # a graph run died of its own cause (not infrastructure): the setting crashes
+BEYOND_CEILING = "beyond-ceiling"  # the whole interval lies beyond the eager step's GPU-busy ceiling: impossible
 BASELINE_LOSS_NONFINITE = "baseline-loss-nonfinite"  # an eager-like run's lm loss went NaN/Inf: no baseline
 BOTH_FAILED = "both-failed"
 
@@ -80,6 +87,8 @@ class ArmRun:
     steady_reason: str = ""  # why the run has the steady window it has (parse/window.py), e.g. too few iterations
     gpu_busy_ms: float | None = None  # eager arms: GPU busy ms per iteration (parse/busy.py)
     graphs_captured: int | None = None  # graph arms: CUDA graphs the run held (parse/captured.py); None: unsaid
+    transient: bool = False  # its failure is infrastructure's: a node or network fault the retry policy retries
+    capture_iteration: int | None = None  # graph arms: the iteration its graphs were captured in (first replayed)
 
     def __post_init__(self) -> None:
         if self.outcome not in RESULT_OUTCOMES:
@@ -116,6 +125,12 @@ class ArmRun:
         if bad:
             return min(bad)
         return -1 if self.error_class == NAN_CLASS else None
+
+    @property
+    def infrastructure(self) -> bool:
+        """It crashed of what the failure taxonomy calls infrastructure (docs/failures.md): a node or network fault
+        (error class `transient:*`), or a fault the retry policy retried as transient for its arm."""
+        return self.transient or (self.error_class or "").startswith(TRANSIENT_CLASS)
 
     @property
     def too_short(self) -> bool:
@@ -184,6 +199,7 @@ class Verdict:
     loss_compared: int | None = None  # iterations the deciding run was compared on (printed by it and the references)
     loss_print_every: int | None = None  # the coarsest print interval compared (1: every iteration)
     loss_bias: bool | None = None  # the deciding run departs by a same-sided offset (parity's bias rule)
+    loss_agreement: float | None = None  # it departed: its largest relative distance from the references before
     loss_unseeded: int | None = None  # graph runs with a loss whose seed is unknown (never compared)
     loss_graph_seeds: list[int] | None = None  # the known seeds of the graph runs with a loss
     loss_eager_seeds: list[int] | None = None  # ... and of the eager-like runs with a loss (parity pairs equal seeds)
@@ -193,6 +209,13 @@ class Verdict:
     graph_ceiling: float | None = None  # eager step / GPU busy: no graph of this step can be faster than this
     # what the graph runs captured (parse/captured.py): the fewest CUDA graphs (graphed layers) any of them held
     graphs_captured: int | None = None
+    # the speedup's whole interval lies beyond graph_ceiling: no graph of this step can be that fast (invalid)
+    beyond_ceiling: bool = False
+    crashed_run_ids: list[str] = field(default_factory=list)  # graph runs that died of their own cause (failed)
+    # the arms are not comparable (judge/compare.py): prov_* fields and training-configuration keys that differ, and the
+    # configuration keys with each arm's values (judge/work.py WorkDifference records)
+    not_comparable_fields: list[str] | None = None
+    work_differences: list[dict] | None = None
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
@@ -214,16 +237,17 @@ def _fail(v: Verdict, verdict: str, paired_outcome: str, run: ArmRun | None) -> 
 
 
 def _printed(r: ArmRun) -> lp.Printed:
-    return lp.Printed(dict(r.loss), max(1, int(r.loss_span or 1)))
+    return lp.Printed(dict(r.loss), max(1, int(r.loss_span or 1)), r.capture_iteration)
 
 
 def arm_parity(eager: Sequence[ArmRun], graph: Sequence[ArmRun], *, floor: float = lp.LOSS_FLOOR,
-               factor: float = lp.BAND_FACTOR) -> lp.ArmParity | None:
+               factor: float = lp.BAND_FACTOR, controls: Sequence[ArmRun] = ()) -> lp.ArmParity | None:
     """The graph arm's loss parity against the eager-like runs of each seed (None: no graph run has a loss).
 
     Only runs whose seed is known (stated in the log, or set by the command) are compared: runs of different seeds
     train different models from the first step, so a run of unknown seed is unchecked, never diverged. The eager-like
-    runs of a seed are checked against each other first (parity.check_references).
+    runs of a seed are checked against each other first (parity.check_references); `controls` (A/A control runs) join
+    them only where the eager runs vouch for them.
     """
     runs = [g for g in graph if g.loss]
     if not runs:
@@ -232,24 +256,27 @@ def arm_parity(eager: Sequence[ArmRun], graph: Sequence[ArmRun], *, floor: float
     spread, used, excluded = 0.0, 0, []
     for seed in dict.fromkeys(g.seed for g in runs):
         mine = [g for g in runs if g.seed == seed]
-        refs = lp.check_references({e.run_id: _printed(e) for e in eager if e.loss and seed is not None
-                                    and e.seed == seed}, floor=floor, factor=factor)
+        def of_seed(runs: Sequence[ArmRun]) -> dict[str, lp.Printed]:
+            return {r.run_id: _printed(r) for r in runs if r.loss and seed is not None and r.seed == seed}
+
+        refs = lp.check_references(of_seed(eager), floor=floor, factor=factor, controls=of_seed(controls))
         if refs.used:
             spread, used, excluded = max(spread, lp.spread_of(refs)), used + len(refs.used), [*excluded, *refs.excluded]
         checked += [lp.check_run(g.run_id, _printed(g), refs, floor=floor, factor=factor) for g in mine]
     return lp.summarize(checked, spread, references=used, excluded=excluded)
 
 
-def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.ArmParity | None:
+def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun],
+            controls: Sequence[ArmRun] = ()) -> lp.ArmParity | None:
     """arm_parity, recorded on v."""
-    arm = arm_parity(eager, graph)
+    arm = arm_parity(eager, graph, controls=controls)
     if arm is None:
         return None
     runs = [g for g in graph if g.loss]
     v.loss_parity, v.loss_departed, v.loss_checked, v.loss_runs = arm.state, arm.departed, arm.checked, len(runs)
     v.loss_unseeded = sum(g.seed is None for g in runs)
     v.loss_graph_seeds = sorted({g.seed for g in runs if g.seed is not None})
-    v.loss_eager_seeds = sorted({e.seed for e in eager if e.loss and e.seed is not None})
+    v.loss_eager_seeds = sorted({e.seed for e in (*eager, *controls) if e.loss and e.seed is not None})
     v.loss_spread, v.loss_tolerance = arm.spread, arm.tolerance
     v.loss_references, v.loss_references_excluded = arm.references, list(arm.excluded)
     v.loss_confirmed, v.loss_print_every = arm.confirmed, arm.span
@@ -260,7 +287,7 @@ def _parity(v: Verdict, eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> lp.
         v.loss_worst_excess = w.excess
         v.loss_band = [[float(a), float(z), float(w)] for a, z, w in arm.band] or None
         v.loss_band_min, v.loss_band_max, v.loss_compared = w.band_min, w.band_max, w.compared
-        v.loss_bias = w.bias
+        v.loss_bias, v.loss_agreement = w.bias, w.agreement
     elif w is not None:
         v.loss_run_id = w.run_id
     return arm
@@ -290,13 +317,18 @@ def judge_cell(
     control: bool = False,
     mem_metric: str | None = None,
     reference: Sequence[ArmRun] = (),
+    pool_reference: bool = False,
+    look: iv.Look | None = None,
+    design: iv.seq.Design | None = None,
 ) -> Verdict:
     """Verdict of one cell (one graph variant, or the A/A control, against its shape's eager baseline).
 
-    `alpha` is this look's (interval.alpha_for_look: a sweep that may add repeats spends half at each look);
+    `alpha` is the sweep's; at a `look` of the decision loop the interval is that look's repeated confidence interval
+    (judge/sequential.py) and `repeats_needed` plans over the `design`'s looks;
     `paired` pairs the arms by position (ABBA pair jobs); `control` marks an A/A cell (both arms eager);
     `reference` holds more eager-like runs of the shape (its A/A control runs, or `graphsweep compare --reference`
-    logs): they join the eager runs as loss references once checked against them (a diverging one is set aside),
+    logs): they join the eager runs as loss references once checked against them (a diverging one is set aside), and
+    with `pool_reference` the eager arm's timing too (the workflow's baseline: all the shape's eager runs),
     never the timing; a NaN/Inf loss in any of them breaks the baseline as the eager arm's own would.
     """
     if not 0 < margin < 1:
@@ -306,12 +338,14 @@ def judge_cell(
     if not eager and not graph:
         raise ValueError("judge_cell: no runs for either arm; plan and run the cell first")
 
-    e_ok, g_ok = [r for r in eager if r.usable], [r for r in graph if r.usable]
-    e_bad, g_bad = [r for r in eager if not r.usable], [r for r in graph if not r.usable]
+    # with pool_reference the references (a sweep's A/A control runs: the eager command again) time the baseline too
+    timed = [*eager, *reference] if pool_reference else list(eager)
+    e_ok, g_ok = [r for r in timed if r.usable], [r for r in graph if r.usable]
+    e_bad, g_bad = [r for r in timed if not r.usable], [r for r in graph if not r.usable]
     v = Verdict(verdict="", margin=margin, alpha=alpha, control=control, mem_metric=mem_metric,
                 n_eager=len(e_ok), n_graph=len(g_ok),
-                eager_outcomes=[r.outcome for r in eager], graph_outcomes=[r.outcome for r in graph])
-    v.eager_mem_gb = _median_or_none([r.mem_gb for r in eager if r.outcome not in (OOM, BLOCKED)])
+                eager_outcomes=[r.outcome for r in timed], graph_outcomes=[r.outcome for r in graph])
+    v.eager_mem_gb = _median_or_none([r.mem_gb for r in timed if r.outcome not in (OOM, BLOCKED)])
     v.graph_mem_gb = _median_or_none([r.mem_gb for r in graph if r.outcome not in (OOM, BLOCKED)])
     if v.eager_mem_gb is not None and v.graph_mem_gb is not None:
         v.mem_delta_gb = v.graph_mem_gb - v.eager_mem_gb
@@ -348,21 +382,28 @@ def judge_cell(
     if INVALID in g_out:
         return _fail(v, INVALID, GRAPH_INVALID, _first(graph, INVALID))
     # 3. Loss parity of every graph run with a loss: a NaN'd or departed run is another model, never a lost run.
-    reference_runs = [r for r in (*eager, *reference) if r.loss]  # every eager-like run of the shape, checked
-    parity = _parity(v, reference_runs, graph)
+    # every eager-like run of the shape: the eager arm's, and the controls the eager runs vouch for
+    parity = _parity(v, [r for r in eager if r.loss], graph, controls=[r for r in reference if r.loss])
     if parity is not None and control:
         parity = None  # an A/A cell's arms run the same code: a departure there is the model's own noise
     if parity is not None and parity.state == lp.NONFINITE:  # the references are finite (checked above)
         return _fail(v, INVALID, GRAPH_LOSS_NONFINITE, next(r for r in graph if r.run_id == v.loss_run_id))
     if OOM in g_out:
         return _fail(v, OOM, GRAPH_SOMETIMES_OOM if g_ok else GRAPH_ONLY_OOM, _first(graph, OOM))
+    crashed = own_crashes(eager, graph)
+    if crashed:  # a setting that crashes is never a result, however fast its other runs
+        v = _fail(v, FAILED, GRAPH_CRASHED, crashed[0])
+        v.crashed_run_ids = [r.run_id for r in crashed]
+        if not g_ok:
+            return v
+        # fall through: the completed runs' timing is recorded, for the reader, never as a result
     if not g_ok:
         if all(r.too_short for r in g_bad):
             return _fail(v, FAILED, GRAPH_TOO_SHORT, _first(g_bad))
         # eager lost runs the same way too: flaky infrastructure rather than the graph
         mixed = bool(e_bad) and {r.outcome for r in e_bad} >= g_out
         return _fail(v, FAILED, MIXED if mixed else GRAPH_INTRODUCES_FAILURE, _first(g_bad))
-    if parity is not None and parity.state == lp.DIVERGED:
+    if parity is not None and parity.state == lp.DIVERGED and not crashed:
         v.verdict, v.paired_outcome = INVALID, GRAPH_LOSS_DIVERGED
         v.failure_run_id = v.loss_run_id
         # fall through: the timing is still recorded, for the reader who wants to see what the wrong model cost
@@ -381,20 +422,32 @@ def judge_cell(
         if pairs:  # the step times the ratio is made of: the complete pairs'
             v.eager_step_ms = centre_ms([a.median_ms for a, _ in both])
             v.graph_step_ms = centre_ms([b.median_ms for _, b in both])
-    j = iv.judge_arms(pairs, iv.ZERO_ARM, margin=margin, alpha=alpha) if pairs else iv.judge_arms(
-        ea, ga, margin=margin, alpha=alpha)
+    j = iv.judge_arms(pairs, iv.ZERO_ARM, margin=margin, alpha=alpha, look=look) if pairs else iv.judge_arms(
+        ea, ga, margin=margin, alpha=alpha, look=look)
     v.design = "paired" if pairs else "unpaired"
     v.speedup, v.ci_low, v.ci_high = j.ratio, j.lo, j.hi
     v.p_beyond, v.p_within, v.df = j.p_beyond, j.p_within, j.df
     v.eager_spread, v.graph_spread = (pairs.source, pairs.source) if pairs else (ea.source, ga.source)
     v.thin, v.resolution_limited = j.thin, j.resolution_limited
-    if v.verdict != INVALID:
+    if v.verdict not in (INVALID, FAILED):
         v.verdict = j.verdict
         if j.verdict == INCONCLUSIVE and not j.resolution_limited:
-            v.repeats_needed = iv.repeats_for_power(ea, ga, margin=margin)
+            v.repeats_needed = iv.repeats_for_power(ea, ga, margin=margin, alpha=alpha, design=design)
         if v.verdict == SPEEDUP and not control and v.loss_parity in (None, *lp.NOT_A_RESULT):
             v.verdict = UNVERIFIED  # faster, but nothing shows that it trains the same model
+    if not control and v.graph_ceiling is not None and v.ci_low is not None and v.ci_low > v.graph_ceiling:
+        v.beyond_ceiling = True  # a graph takes host time off the step, never GPU work: it did less work than eager
+        if v.verdict not in (INVALID, FAILED):
+            v.verdict, v.paired_outcome = INVALID, BEYOND_CEILING
     return v
+
+
+def own_crashes(eager: Sequence[ArmRun], graph: Sequence[ArmRun]) -> list[ArmRun]:
+    """The graph runs that died of the graph's own cause: crashed, not of infrastructure (docs/failures.md: a node or
+    network fault, retried), and of an error class no eager run of the cell crashed with (a fault both arms show is
+    the model's or the machine's, not the graph setting's)."""
+    eager_classes = {r.error_class for r in eager if r.outcome == CRASHED}
+    return [r for r in graph if r.outcome == CRASHED and not r.infrastructure and r.error_class not in eager_classes]
 
 
 def aa_false_positive_rate(verdicts: Sequence[str]) -> tuple[int, int, float]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from graphsweep import logformat as lf
 from graphsweep.entry import host_time
 from graphsweep.entry.gpu_busy import launch_bound
+from graphsweep.parse.numbers import to_float
 from graphsweep.parse.records import Evidence, RunSummary
 
 
@@ -42,14 +43,14 @@ def host_time_lines(raw: bytes) -> tuple[list[tuple[int, float, dict[str, Region
     for part in raw.split(lf.HOST_TIME_B)[1:]:
         line = lf.HOST_TIME_B + part
         if m := lf.RE_HOST_TIME.search(line):
-            regions = {k.decode(): (float(ms), _num(wait), _num(events))
+            regions = {k.decode(): (to_float(ms), _num(wait), _num(events))
                        for k, ms, wait, events in lf.RE_HOST_REGION.findall(m.group(5))
                        if k.decode() in host_time.REGIONS}
-            measured.append((int(m.group(1)), float(m.group(4)), regions))
+            measured.append((int(m.group(1)), to_float(m.group(4)), regions))
         elif note is None and (m := lf.RE_HOST_TIME_UNMEASURED.search(line)):
             note = m.group(2).decode("utf-8", "replace").strip()
     return measured, note
 
 
 def _num(text: bytes) -> float | None:
-    return float(text) if text else None
+    return to_float(text) if text else None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from graphsweep.parse.records import Evidence, Mark, RunSummary
-from graphsweep.parse.scan import FileScan
+from graphsweep.parse.filescan import FileScan
 from graphsweep.vocab import CAPTURE, INVALID, UNCAPTURED
 
 NOTHING_CLASS = "captured_nothing"  # the error class of an uncaptured run

@@ -1,505 +1,40 @@
-"""What happened in one run: an ordered list of named rules over the evidence of its files.
+"""What happened in one run: the classification rules (graphsweep/parse/rules.py RULES) applied to its evidence, then
+the teardown rule and the retry policy.
 
-`RULES` is the classification, read top-down: the first rule that matches decides the run's outcome, error class,
-phase and proving line. Each rule has a name, what it matches and what it gives; `rules_table()` prints the list
-(docs/failures.md shows it, and a test keeps the two equal). A signature (graphsweep/parse/signatures.py: a literal
-text with its source) names the rule that uses it; within a rule a cause outranks a symptom, a text proven by its
-traceback frame outranks the same text without one, and otherwise the first line in file order wins.
-
-Two things apply after the rules. The teardown rule: a failure after the end-of-training marker (or after the
-run's last iteration) is the run's failure at phase `teardown` (the walltime, an exception, a fatal line, torchrun's
-exit report, a signal), and its steady window stays usable when complete: a teardown hang is not a slowdown. Only
-when run.json says exit 0 / COMPLETED, or without run.json when no process said it died, is a signature after the
-marker teardown noise (e.g. c10d `Connection reset by peer` as ranks exit). And the retry policy
-(signatures.transient_of, docs/failures.md): a crashed run whose every cause is transient for its arm records
-`transient`, the run rule retries it once, and a retry that fails the same way is `crashed` with both attempts'
-evidence in the reason.
+The teardown rule: a failure after the end-of-training marker (or after the run's last iteration) is the run's
+failure at phase `teardown` (the walltime, an exception, a fatal line, torchrun's exit report, a signal), and its
+steady window stays usable when complete: a teardown hang is not a slowdown. Only when run.json says exit 0 /
+COMPLETED, or without run.json when no process said it died, is a signature after the marker teardown noise (e.g.
+c10d `Connection reset by peer` as ranks exit). The retry policy (graphsweep/parse/retry.py, docs/failures.md): a
+crashed run whose every cause is transient for its arm records `transient`, the run rule retries it once (it asks
+this classifier: read.find_transient), and a retry that fails the same way is `crashed` with both attempts' evidence
+in the reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Callable, Mapping
+from dataclasses import replace
+from typing import Mapping
 
 from graphsweep import logformat as lf
-from graphsweep.parse import captured, crash, signatures as sg
+from graphsweep.parse import signatures as sg
+from graphsweep.parse.context import Ctx, after_end, graph_running, phase_of, state_of, unexplained, where
 from graphsweep.parse.measure import measure
-from graphsweep.parse.records import Evidence, Hit, Mark, RunSummary
-from graphsweep.parse.retry import retry_note
-from graphsweep.parse.signatures import INFRA_STATES, TIME_LIMIT, Signature
+from graphsweep.parse.records import Evidence, RunSummary
+from graphsweep.parse.retry import retries, retry_note, transient_of
+from graphsweep.parse.rules import RULES
 from graphsweep.records import GateDecision
-from graphsweep.vocab import (
-    BLOCKED, CANCELLED, CAPTURE, COMPLETED, CRASHED, EAGER, GRAPH, INFRA_OUTCOMES, INVALID, LOST, OOM, SETUP, STEADY,
-    TEARDOWN, TIMEOUT, UNPARSEABLE, WARMUP,
-)  # fmt: skip
+from graphsweep.vocab import COMPLETED, CRASHED, GRAPH, INFRA_OUTCOMES, INVALID, TEARDOWN, UNPARSEABLE, CAPTURE
 
 
-def _state(info: Mapping) -> str | None:
-    st = info.get("state")
-    return str(st).split()[0].upper() if st else None
-
-
-def _where(h: Hit | Mark) -> str:
-    return f"{h.file}:{h.line}"
-
-
-def _with_enum(text: str, h: Hit | Mark) -> str:
-    """A CUDA error's text with the cudaError name torch's `Search for` line gave it."""
-    enum = getattr(h, "cuda_enum", None)
-    return f"{text} ({enum})" if enum and enum not in text else text
-
-
-def _set_sig(s: RunSummary, h: Hit | Mark, sig: Signature | None = None) -> None:
-    s.signature, s.signature_line, s.signature_file = _with_enum(h.text, h), h.line, h.file
-    if sig is not None:
-        s.signature_id, s.signature_source = sig.id, sig.source
-
-
-def phase_of(h: Hit, arm: str, warmup: int | None, ev: Evidence) -> tuple[str, int | None]:
-    """(phase, failing iteration) of a failure line. The iteration line `i/N` is printed after
-    iteration i finished, so the failing one is the last printed + 1; capture is iteration
-    warmup+1 (docs/megatron-facts.md §3.1, §3.6), or the capture markers say so. After the end-of-training marker or the run's last
-    iteration: teardown."""
-    before = h.iteration_before
-    if h.after_end or (before is not None and ev.train_iters is not None and before >= ev.train_iters):
-        return TEARDOWN, None
-    if before is None and not h.training_started:
-        if ev.iterations:  # e.g. a rank-0 stderr file next to the last rank's stdout: use the run's progress
-            before = ev.iterations[-1]
-        else:
-            return SETUP, None
-    failing = (before if before is not None else ev.start_iteration) + 1
-    if h.capture_state == "capturing":
-        return CAPTURE, failing
-    if arm == GRAPH or h.capture_state != "none":
-        cap = warmup + 1 if warmup is not None else (h.capture_iteration or ev.capture_iteration)
-        if cap is None:
-            return (STEADY if h.capture_state == "captured" else WARMUP), failing
-        return (WARMUP if failing < cap else CAPTURE if failing == cap else STEADY), failing
-    first = warmup + 2 if warmup is not None else 2
-    return (WARMUP if failing < first else STEADY), failing
-
-
-def _after_end(ev: Evidence, m: Hit | Mark | None) -> bool:
-    """The line came after the end-of-training marker of its file."""
-    if isinstance(m, Hit):
-        return m.after_end
-    end = ev.end_marker
-    return m is not None and end is not None and m.file == end.file and m.line > end.line
-
-
-# --------------------------------------------------------------------------------------------------
-# What every rule sees
-@dataclass
-class Ctx:
-    """One run's evidence and the summary being decided."""
-
-    ev: Evidence
-    arm: str
-    warmup: int | None
-    info: dict
-    state: str | None
-    s: RunSummary
-    min_steady: int
-    hits: list[Hit]  # the signature hits that count (teardown noise after a clean end removed)
-    ended: bool  # an end-of-training or data-exhausted marker
-    exited_ok: bool  # the job says it exited cleanly (or, without run.json, no process said it died after the end)
-    proof: Hit | None = None  # the hit the deciding rule chose
-
-    def pick(self, *rules: str) -> Hit | None:
-        """The proving hit among these rules' signatures: the earliest rule, a cause before a symptom, a text proven
-        by its traceback frame before the same text without one; first in file order otherwise."""
-        order = {r: k for k, r in enumerate(rules)}
-        cand = [h for h in self.hits if h.sig.rule in order]
-        return min(cand, key=lambda h: (order[h.sig.rule], h.sig.symptom, h.sig.frame is None)) if cand else None
-
-    def at(self) -> str:
-        s = self.s
-        return f"{s.phase}" + (f" (iteration {s.failed_iteration})" if s.failed_iteration else "")
-
-    def fail(self, outcome: str, error_class: str | None, h: Hit | Mark | None, reason: str,
-             sig: Signature | None = None, phase: bool = True) -> RunSummary:
-        s = self.s
-        s.outcome, s.error_class, s.reason = outcome, error_class, reason
-        if h is not None:
-            _set_sig(s, h, sig if sig is not None else getattr(h, "sig", None))
-            if phase and isinstance(h, Hit):
-                s.phase, s.failed_iteration = phase_of(h, self.arm, self.warmup, self.ev)
-                self.proof = h
-        s.infrastructure = outcome in INFRA_OUTCOMES
-        return s
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str  # signatures name it (Signature.rule) when they feed it
-    matches: str  # the evidence it looks for
-    gives: str  # outcome / error class / phase
-    decide: Callable[[Ctx], RunSummary | None]
-
-
-# --------------------------------------------------------------------------------------------------
-# The rules, in the order RULES applies them
-def _infrastructure(c: Ctx) -> RunSummary | None:
-    if c.state in INFRA_STATES:
-        mark = c.ev.slurm_infra[1] if c.ev.slurm_infra else None
-        return c.fail(INFRA_STATES[c.state], None, mark,
-                      f"Slurm state {c.info.get('state')}: infrastructure failure, retried (not a result)")
-    if c.ev.slurm_infra:
-        out, mark = c.ev.slurm_infra
-        return c.fail(out, None, mark, f"job ended by Slurm ({mark.text.strip()}): infrastructure failure, retried")
-    return None
-
-
-def _host_oom(c: Ctx) -> RunSummary | None:
-    host = c.pick(sg.R_HOST_OOM)
-    if c.state != "OUT_OF_MEMORY" and host is None:
-        return None
-    why = "Slurm state OUT_OF_MEMORY" if c.state == "OUT_OF_MEMORY" else "slurmstepd oom-kill"
-    s = c.fail(CRASHED, "host_oom", host, f"host (CPU) memory exhausted ({why}): not a CUDA OOM; "
-               "raise --mem or lower data-loader workers")
-    if host is None:
-        s.phase, s.failed_iteration = (SETUP, None) if not c.ev.iterations else (STEADY, c.ev.iterations[-1] + 1)
-    return s
-
-
-def _no_log(c: Ctx) -> RunSummary | None:
-    ev = c.ev
-    if ev.recognised_lines or not (ev.problems or not ev.files):
-        return None
-    why = "; ".join(ev.problems) if ev.problems else "no log files"
-    if c.info and c.s.exit_code is None and c.state is None:
-        return c.fail(LOST, None, None, f"job left no end state and no readable log ({why}): lost, retried")
-    return c.fail(UNPARSEABLE, None, None, f"{why}")
-
-
-_BLOCKED_WHAT = {"no_cuda": "no CUDA device", "launch_error": "launch rejected", "blocked_config": "config rejected",
-                 "env_blocked": "environment cannot run it", "api_mismatch": "known API/version breakage"}
-
-
-def _launch_gate(c: Ctx) -> RunSummary | None:
-    """run.json's gate record (records.GateDecision, written by graphsweep/run/gate.py): no job ran."""
-    if c.info.get("gate") is None or not (g := GateDecision.from_dict(c.info["gate"])).skip:
-        return None
-    return c.fail(BLOCKED, sg.LAUNCH_GATE_CLASS, None, f"not run (the launch gate): the GPU is busy {g.busy_share:.0%} "
-                  f"of an eager step ({g.eager_runs} eager run(s)): no graph of this step can be faster than "
-                  f"{g.ceiling:.3f}x, inside the margin 1 + {g.margin:g}")
-
-
-def _blocked_by(rule: str) -> Callable[[Ctx], RunSummary | None]:
-    def decide(c: Ctx) -> RunSummary | None:
-        h = c.pick(rule)
-        if h is None:
-            return None
-        return c.fail(BLOCKED, h.sig.error_class, h, f"{_BLOCKED_WHAT.get(h.sig.error_class, BLOCKED)}: "
-                      f"{_after(h.text, h.sig.needle.decode())} ({h.sig.source})")
-    return decide
-
-
-def _graph_module_name(c: Ctx) -> RunSummary | None:
-    k = c.ev.keyerror
-    if k is None:
-        return None
-    return c.fail(BLOCKED, "blocked_config", k, f"config rejected: unknown CUDA-graph module name ({k.text.strip()}; "
-                  "MCore cuda_graph_config.py CudaGraphModule[name] lookup, docs/megatron-facts.md §3.3)")
-
-
-# the rules whose texts a graph arm without capture may print after its capture iteration (named in its reason)
-_RUNTIME_RULES = (sg.R_NODE, sg.R_OOM, sg.R_CAPTURE, sg.R_REPLAY, sg.R_IMA, sg.R_NCCL, sg.R_SEGV, sg.R_CUDA,
-                  sg.R_NETWORK, sg.R_HOST, sg.R_WALLTIME, sg.R_NAN)
-
-
-def _no_capture(c: Ctx) -> RunSummary | None:
-    """A graph arm that ran past its capture iteration without any capture line is no graph measurement, whatever else
-    it printed (a crash, a walltime, an error at teardown); one that completed is the `completed` rule's."""
-    s, ev = c.s, c.ev
-    cap = c.warmup + 1 if c.warmup is not None else None
-    if not (c.arm == GRAPH and cap is not None and not ev.capture_started and s.last_iteration is not None
-            and s.last_iteration > cap and not (c.ended and not c.hits and c.exited_ok)):
-        return None
-    other = c.pick(*_RUNTIME_RULES)
-    c.fail(INVALID, "no_capture", ev.no_graphable, captured.NO_CAPTURE.format(
-        what=f"ran past its capture iteration {cap} (to iteration {s.last_iteration})"), phase=False)
-    if ev.no_graphable is not None:
-        s.reason = f"graph arm ran past its capture iteration but captured nothing: {ev.no_graphable.text.strip()}"
-    s.reason += f"; it then printed {other.sig.id} at {_where(other)}" if other else ""
-    return s
-
-
-def _captured_nothing(c: Ctx) -> RunSummary | None:
-    """A graph arm whose log says it holds no CUDA graph trained eager: no graph result, whatever it printed after."""
-    if c.arm != GRAPH or c.ev.graphs_captured != 0:
-        return None
-    s = captured.nothing(c.s, c.ev)
-    other = c.pick(*_RUNTIME_RULES)
-    s.reason += f"; it then printed {other.sig.id} at {_where(other)}" if other else ""
-    return s
-
-
-def _cuda_oom(c: Ctx) -> RunSummary | None:
-    h = c.pick(sg.R_OOM)
-    if h is None:
-        return None
-    s = c.fail(OOM, OOM, h, "")
-    s.oom_request = next((m[1] for x in c.hits if x.sig.rule == sg.R_OOM and (m := lf.OOM_REQUEST.search(x.text))), None)
-    s.reason = f"CUDA OOM at {c.at()}" + (f" allocating {s.oom_request}" if s.oom_request else "") + \
-        f" ({h.sig.source})"
-    return s
-
-
-def _graph_capture(c: Ctx) -> RunSummary | None:
-    h = c.pick(sg.R_CAPTURE)
-    if h is None:
-        return None
-    s = c.fail(BLOCKED, "blocked_capture", h, "")
-    s.reason = f"CUDA graph capture failed at {c.at()}: {_cause(h)}" + \
-        (f", raised in {h.frame}" if h.frame else "") + f" ({h.sig.source})"  # the call that did it
-    return s
-
-
-def _graph_replay(c: Ctx) -> RunSummary | None:
-    h = c.pick(sg.R_REPLAY)
-    if h is None:
-        return None
-    s = c.fail(CRASHED, "graph_replay", h, "")
-    cap = f", after its capture at iteration {c.ev.capture_iteration}" if c.ev.capture_iteration else ""
-    s.reason = f"CUDA graph failed at replay, {c.at()}{cap}: {_cause(h)}" + \
-        (f", raised in {h.frame}" if h.frame else "") + f" ({h.sig.source})"
-    return s
-
-
-def _crash_by(rule: str) -> Callable[[Ctx], RunSummary | None]:
-    def decide(c: Ctx) -> RunSummary | None:
-        h = c.pick(rule)
-        if h is None:
-            return None
-        s = c.fail(CRASHED, h.sig.error_class, h, "")
-        s.reason = f"crashed at {c.at()}: {h.sig.error_class} ({_with_enum(h.text.strip()[:160], h)})"
-        return s
-    return decide
-
-
-def _nccl(c: Ctx) -> RunSummary | None:
-    """An NCCL fault; a collective timeout is a consequence, not the cause, when Bridge says pretrain() ended on an
-    exception no signature explains (a peer rank died first and the others waited for it)."""
-    if not _unexplained(c):
-        return _crash_by(sg.R_NCCL)(c)
-    sub = replace(c, hits=[h for h in c.hits if h.sig.rule == sg.R_NCCL and h.sig.retry != sg.RETRY_NO_GRAPH])
-    s = _crash_by(sg.R_NCCL)(sub) if sub.hits else None
-    c.proof = sub.proof
-    return s
-
-
-def _unexplained(c: Ctx) -> bool:
-    """Bridge's `Pretrain failed on rank=N with X: ...` (before the end of training) matched no signature."""
-    b = c.ev.death.bridge_failed
-    return b is not None and not _after_end(c.ev, b) and not any(h.file == b.file and h.line == b.line for h in c.hits)
-
-
-def _walltime(c: Ctx) -> RunSummary | None:
-    s, ev = c.s, c.ev
-    tl = next((h for h in c.hits if h.sig.id == TIME_LIMIT), None)
-    if not (tl or c.state == "TIMEOUT" or ev.exit_minutes):
-        return None
-    c.fail(TIMEOUT, "hang_timeout", tl or ev.exit_minutes, "")
-    graph_ok = c.arm != GRAPH or (s.capture_seen and s.replay_seen)
-    s.measurement_usable = s.steady_n >= c.min_steady and graph_ok
-    done = s.last_iteration is not None and s.train_iters is not None and s.last_iteration >= s.train_iters
-    if s.measurement_usable:
-        s.reason = (f"walltime hit after the measurement window ({s.steady_n} steady iterations "
-                    f"{s.steady_first}-{s.steady_last}): steady statistics are usable")
-        if done or ev.end_marker is not None:
-            s.reason += "; the run hung after its last iteration (known end-of-run hangs: destroy_process_group " \
-                        "at teardown, Bridge #3595 / PR #3459; a final evaluation re-capturing full-iteration " \
-                        "graphs, Bridge PR #5291; MLM #2130 / Bridge #1185)"
-        s.phase = TEARDOWN if done or ev.end_marker is not None else STEADY
-    else:
-        s.reason = (f"walltime hit before the measurement window was complete ({s.steady_n} steady iterations, "
-                    f"{c.min_steady} needed; last iteration {s.last_iteration}): retried with more time")
-        if c.arm == GRAPH and s.steady_n >= c.min_steady and not graph_ok:
-            s.reason += "; no capture/replay evidence either"
-        s.phase = SETUP if not ev.iterations else s.phase
-    return s
-
-
-def _nan_inf(c: Ctx) -> RunSummary | None:
-    s, ev = c.s, c.ev
-    mark: Hit | Mark | None = c.pick(sg.R_NAN)
-    if mark is None and ev.nan_iteration:
-        mark = ev.nan_iteration[1]
-    if mark is None and ev.loss_missing and ev.lm_loss_seen:
-        mark = ev.loss_missing[1]
-    if mark is None:
-        return None
-    c.fail(CRASHED, "nan", mark, "")
-    if not isinstance(mark, Hit):
-        it = (ev.nan_iteration or ev.loss_missing)[0]  # type: ignore[index]
-        s.failed_iteration = it
-        s.phase = STEADY if s.steady_first is not None and it >= s.steady_first else \
-            (CAPTURE if c.arm == GRAPH and s.capture_iteration == it else WARMUP)
-    s.reason = f"NaN/Inf in training at {c.at()}: {mark.text.strip()[:160]}"
-    return s
-
-
-def _death(c: Ctx) -> RunSummary | None:
-    """A process that said it died is never completed nor unparseable (graphsweep/parse/crash.py)."""
-    s, ev, d = c.s, c.ev, c.ev.death
-    failed = (s.exit_code not in (0, None)) or c.state == "FAILED" or (not c.ended and (
-        ev.last_exception is not None or d.died() or ev.srun_exit is not None)) or (c.ended and not c.exited_ok) \
-        or ev.straggler is not None or ev.sigterm is not None or d.launcher_signal is not None
-    if not failed:
-        return None
-    if ev.sigterm and c.state is None and s.exit_code in (None, 143, -15):
-        return c.fail(CANCELLED, None, ev.sigterm, "received SIGTERM (cancelled or preempted): retried")
-    if d.launcher_signal and c.state is None and not crash.real_death(d):
-        return c.fail(CANCELLED, None, d.launcher_signal, f"the launcher received {d.launcher_signal_name} "
-                      "(scancel, preemption or Ctrl-C) and shut its workers down: retried")
-    mark, cls = crash.culprit(ev)
-    code = d.launcher_exit if d.launcher_exit and d.launcher_exit > 0 else s.exit_code
-    cls = cls or (f"exit_{code}" if code not in (None, 0) else "unknown")
-    c.fail(CRASHED, cls, mark, "")
-    if ev.iterations:
-        s.failed_iteration = ev.iterations[-1] + 1
-    # after the end marker, or after the run's last iteration (a custom loop's cleanup, MCore's graph deletion)
-    done = s.last_iteration is not None and s.train_iters is not None and s.last_iteration >= s.train_iters
-    s.phase = TEARDOWN if _after_end(ev, mark) or (c.ended and not d.died()) or done else \
-        SETUP if not ev.iterations and not ev.training_started else \
-        _phase_from_iteration(s.failed_iteration or 1, c.arm, c.warmup, ev)
-    s.failed_iteration = None if s.phase == TEARDOWN else s.failed_iteration
-    s.reason = f"crashed at {c.at()}" + (f", exit code {s.exit_code}" if s.exit_code not in (None, 0) else "") + \
-        crash.signal_note(d, s.exit_code) + (f": {mark.text.strip()[:200]}" if mark else ": no error line")
-    return s
-
-
-def _completed(c: Ctx) -> RunSummary | None:
-    s, ev = c.s, c.ev
-    if not (c.ended or ((s.exit_code == 0 or c.state == "COMPLETED") and ev.iterations)):
-        return None
-    s.outcome = COMPLETED
-    end = ev.end_marker or ev.end_data
-    if end is not None:
-        _set_sig(s, end)
-    if not ev.iterations:
-        s.outcome, s.reason = UNPARSEABLE, "the run ended normally but " + (f"none of its {ev.iter_lines_unparsed} " \
-            "iteration lines has a readable elapsed time (a damaged log)" if ev.iter_lines_unparsed else \
-            "printed no iteration lines (logger.log_interval? wrong file?)")
-        return s
-    if c.arm == GRAPH and not (s.capture_seen and s.replay_seen):
-        return captured.no_evidence(s, ev)
-    if c.arm == EAGER and s.capture_seen:
-        s.outcome, s.error_class = INVALID, "graph_in_eager"
-        s.reason = f"eager arm shows CUDA-graph capture ({ev.capture_marker}): not an eager baseline"
-        return s
-    s.measurement_usable = s.steady_n >= c.min_steady
-    s.reason = f"completed {s.n_iterations} iterations; steady {s.steady_reason}"
-    if c.arm == GRAPH:
-        s.reason += f"; captured at iteration {ev.capture_iteration}" + \
-            (f" in {s.capture_s:.2f} s" if s.capture_s is not None else "")
-    if ev.end_data is not None and ev.end_marker is None:
-        s.reason += " (data exhausted)"
-    return s
-
-
-def _inconclusive(c: Ctx) -> RunSummary:
-    s, ev = c.s, c.ev
-    if c.info and s.exit_code is None and c.state is None:
-        return c.fail(LOST, None, ev.last_line, "job left no end state, no end marker and no error: lost, retried",
-                      phase=False)
-    last = ev.last_line
-    if ev.ends_mid_line and last is not None:
-        s.reason = f"log ends mid-line at {_where(last)} after iteration {s.last_iteration} of {s.train_iters}, " \
-                   "with no end-of-training marker and no error: truncated log"
-        _set_sig(s, last)
-    elif not ev.recognised_lines:
-        s.reason = "no Megatron log lines found (no iteration, setup, capture or error line)"
-    else:
-        s.reason = f"no end-of-training marker and no error after iteration {s.last_iteration}" + \
-                   (f" of {s.train_iters}" if s.train_iters else "") + \
-                   ": incomplete log (still running, or killed without a trace); give run.json for the job state"
-        if last is not None:
-            _set_sig(s, last)
-    return s
-
-
-RULES: tuple[Rule, ...] = (
-    Rule("launch-gate", "run.json's `gate` record says the gate skipped the graph arm (no job ran)",
-         "blocked, launch_gate", _launch_gate),
-    Rule("infrastructure", "run.json state PREEMPTED / NODE_FAIL / BOOT_FAIL / CANCELLED / REVOKED / LOST / UNKNOWN; "
-         "slurmstepd `DUE TO PREEMPTION` / `DUE TO NODE FAILURE`",
-         "preempted / node_fail / cancelled / lost (retried by the workflow, never a result)", _infrastructure),
-    Rule(sg.R_HOST_OOM, "run.json state OUT_OF_MEMORY; slurmstepd `oom-kill` / `oom_kill`",
-         "crashed, host_oom (host RAM, not CUDA)", _host_oom),
-    Rule("no-log", "no readable log: missing, empty, binary", "unparseable (lost when run.json has no end state)",
-         _no_log),
-    Rule(sg.R_BUILTIN, "`[graphsweep] blocked:` (builtin workload)", "blocked, no_cuda / env_blocked",
-         _blocked_by(sg.R_BUILTIN)),
-    Rule(sg.R_LAUNCH, "argparse / Hydra override rejections; Megatron texts checked at launch",
-         "blocked, launch_error / blocked_config", _blocked_by(sg.R_LAUNCH)),
-    Rule(sg.R_CONFIG, "Megatron's and Bridge's config assertions (the constraint catalogue's texts)",
-         "blocked, blocked_config", _blocked_by(sg.R_CONFIG)),
-    Rule(sg.R_ENV, "no attention backend, TE missing", "blocked, env_blocked", _blocked_by(sg.R_ENV)),
-    Rule(sg.R_API, "known API/version breakage (AttributeError / TypeError texts)", "blocked, api_mismatch",
-         _blocked_by(sg.R_API)),
-    Rule("graph-module-name", "`KeyError: '<name>'` in a traceback through MCore's cuda_graph_config",
-         "blocked, blocked_config", _graph_module_name),
-    Rule("captured-nothing", "a graph arm whose log says it holds no CUDA graph: `Rank 0: 0 graphable layers.` with "
-         "its capture time, `No graphable layers found`, the entry's `no cuda graph detected after N iterations`",
-         "uncaptured, captured_nothing, capture, whatever it printed after (it trained eager: never a speedup)",
-         _captured_nothing),
-    Rule("no-capture", "a graph arm past its capture iteration (warmup + 1) without any capture line",
-         "invalid, no_capture, whatever it printed after", _no_capture),
-    Rule(sg.R_NODE, "uncorrectable ECC / NVLink error, GPU fallen off the bus (Xid 79), devices busy or unavailable",
-         "crashed, transient:ecc / transient:nvlink / transient:gpu (retried once, any arm)",
-         _crash_by(sg.R_NODE)),
-    Rule(sg.R_OOM, "CUDA OOM: the allocator's, a raw `CUDA error: out of memory`, cuBLAS, NCCL calloc",
-         "oom, oom (+ phase, requested size)", _cuda_oom),
-    Rule(sg.R_CAPTURE, "the capture failed: every cudaErrorStreamCapture* and cudaErrorCapturedEvent (by text, by "
-         "torch's `Search for` enum, or on NCCL's `NCCL WARN Cuda failure '...'` line), PyTorch / MCore / TE capture "
-         "texts", "blocked, blocked_capture, at its phase", _graph_capture),
-    Rule(sg.R_REPLAY, "the captured graph failed at replay: cudaErrorGraphExecUpdateFailure, MCore's replay checks",
-         "crashed, graph_replay, at its phase", _graph_replay),
-    Rule(sg.R_IMA, "`illegal memory access` (CUDA, NCCL WARN)",
-         "crashed, illegal_memory_access (retried once in an eager arm only)", _crash_by(sg.R_IMA)),
-    Rule(sg.R_NCCL, "NCCL watchdog timeout or hang, DistBackendError, NCCL remote / CUDA errors",
-         "crashed, nccl_error (a timeout while no graph runs and a remote error: retried once; a timeout after a "
-         "peer's unexplained exception is that exception's `death`)", _nccl),
-    Rule(sg.R_SEGV, "Segmentation fault, exitcode -11, SIGSEGV", "crashed, segfault", _crash_by(sg.R_SEGV)),
-    Rule(sg.R_CUDA, "any other CUDA error, named by its text and torch's `Search for` enum",
-         "crashed, cuda_error (launch failure / illegal instruction: retried once in an eager arm only)",
-         _crash_by(sg.R_CUDA)),
-    Rule(sg.R_NETWORK, "DistNetworkError, server socket, connection reset, port in use, Hugging Face unreachable",
-         "crashed, transient:network (retried once, any arm)", _crash_by(sg.R_NETWORK)),
-    Rule(sg.R_HOST, "glibc heap corruption, truncated input files", "crashed, memory_corruption / io_error",
-         _crash_by(sg.R_HOST)),
-    Rule(sg.R_WALLTIME, "slurmstepd `DUE TO TIME LIMIT`, state TIMEOUT, `exiting program after N minutes`",
-         "timeout, hang_timeout (usable when the steady window was complete)", _walltime),
-    Rule(sg.R_NAN, "`found NaN in`, `Unexpected result nan`, `grad norm: nan`, the lm loss key missing",
-         "crashed, nan", _nan_inf),
-    Rule("death", "a death without a signature: Bridge `Pretrain failed ...`, the first exception after the last "
-         "iteration, `Fatal Python error`, torchrun `failed (exitcode: N)` / `Signal N (SIG..)`, a non-zero exit",
-         "crashed, python_error / fatal_error / signal:<SIG> / exit_<code>; cancelled when only the launcher was "
-         "told to stop", _death),
-    Rule("ran-to-end", "an end marker, or exit 0 with iterations",
-         "completed (a graph arm without capture + replay evidence, an eager arm with capture: invalid)", _completed),
-    Rule("nothing-conclusive", "no end, no error (and no run.json state)", "unparseable (truncated / incomplete)",
-         _inconclusive),
-)
-
-
-def rules_table() -> str:
-    """RULES as the Markdown table docs/failures.md shows."""
-    rows = ["| # | rule | matches | gives |", "|---|---|---|---|"]
-    rows += [f"| {k} | `{r.name}` | {r.matches} | {r.gives} |" for k, r in enumerate(RULES, start=1)]
-    return "\n".join(rows)
-
-
-# --------------------------------------------------------------------------------------------------
 def classify(ev: Evidence, *, arm: str, warmup: int | None, run_info: Mapping | None, min_steady: int,
-             previous: list[dict] | None = None) -> RunSummary:
+             previous: list[dict] | None = None, gate: GateDecision | None = None) -> RunSummary:
     """Apply RULES, then the teardown rule and the retry policy (module docstring). `previous`: earlier attempts with
-    their evidence."""
-    c = _context(ev, arm, warmup, run_info, min_steady, previous)
+    their evidence; `gate`: the launch gate's decision, when run.json records one."""
+    c = replace(_context(ev, arm, warmup, run_info, min_steady, previous), gate=gate)
     s = next(out for rule in RULES if (out := rule.decide(c)) is not None)
+    if s.outcome in INFRA_OUTCOMES and not c.job:  # a bare log (no run.json) reads as the log shows
+        _no_job_to_retry(s)
     if s.phase == TEARDOWN and s.outcome not in (COMPLETED, INVALID, UNPARSEABLE, *INFRA_OUTCOMES):
         s.failed_iteration = None
         s.measurement_usable = s.steady_n >= min_steady and (arm != GRAPH or (s.capture_seen and s.replay_seen))
@@ -516,7 +51,7 @@ def _context(ev: Evidence, arm: str, warmup: int | None, run_info: Mapping | Non
              previous: list[dict] | None) -> Ctx:
     info = dict(run_info or {})
     s = RunSummary(outcome=UNPARSEABLE, arm=arm, warmup=warmup, files=list(ev.files), device=ev.device)
-    state = _state(info)
+    state = state_of(info)
     exit_code = info.get("exit_code")
     s.exit_code = int(exit_code) if isinstance(exit_code, (int, float)) else None
     s.slurm_state = state
@@ -526,20 +61,36 @@ def _context(ev: Evidence, arm: str, warmup: int | None, run_info: Mapping | Non
         s.end_marker = ev.end_marker.text
     s.notes.extend(ev.superseded)
     if ev.iter_lines_unparsed:
-        s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (cut, glued, <= 0 ms)")
+        s.notes.append(f"{ev.iter_lines_unparsed} iteration line(s) without a readable elapsed time (cut, glued, "
+                       "<= 0 ms)")
     measure(s, ev, arm, warmup, min_steady)
     d = ev.death
     # without run.json, a process that said it died after the end marker (an exception, a fatal line, the launcher's
     # exit report, a signal) did not exit cleanly; run.json's exit 0 / COMPLETED is believed
-    died_after_end = any(_after_end(ev, m) for m in (d.cause, d.fatal, d.launcher, d.signal))
+    died_after_end = any(after_end(ev, m) for m in (d.cause, d.fatal, d.launcher, d.signal))
     exited_ok = s.exit_code in (0, None) and state in (None, "COMPLETED") and not (
         s.exit_code is None and state is None and died_after_end)
     # teardown noise after a clean end (never the walltime or the OOM killer: the job did not end by itself)
     noise = [h for h in ev.hits if h.after_end and exited_ok and h.sig.rule not in (sg.R_WALLTIME, sg.R_HOST_OOM)]
     if noise:
-        s.notes.append(f"ignored after the end of training: {noise[0].sig.id} at {_where(noise[0])}")
-    return Ctx(ev, arm, warmup, info, state, s, min_steady, [h for h in ev.hits if h not in noise],
-               ev.end_marker is not None or ev.end_data is not None, exited_ok)
+        s.notes.append(f"ignored after the end of training: {noise[0].sig.id} at {where(noise[0])}")
+    # a warning the run trained past to its last iteration did not end it (NCCL's NVLS registration fallback)
+    trained_all = s.last_iteration is not None and s.train_iters is not None and s.last_iteration >= s.train_iters
+    survived = [h for h in ev.hits if trained_all and not h.after_end and lf.NCCL_WARN in h.text and h not in noise]
+    if survived:
+        s.notes.append(f"ignored: {survived[0].sig.id} at {where(survived[0])} is an NCCL warning and the run trained "
+                       f"on to its last iteration ({s.last_iteration}): it did not end the run")
+    # run.json says no job ran it (`job_id: null`: an ingested run, `graphsweep compare`'s logs): nothing reruns it
+    job = not ("job_id" in info and info["job_id"] is None)
+    return Ctx(ev, arm, warmup, info, state, s, min_steady, [h for h in ev.hits if h not in noise + survived],
+               ev.end_marker is not None or ev.end_data is not None, exited_ok, job)
+
+
+def _no_job_to_retry(s: RunSummary) -> None:
+    """An infrastructure end (preemption, cancel, a lost job) of a log no job will rerun (an ingested log, `graphsweep
+    compare`): not a result, and nothing retries it; the cell says why instead of failing the report."""
+    s.reason = f"not a result: the log ends in {s.outcome} ({s.reason}), and no job of graphsweep's can rerun it"
+    s.outcome, s.infrastructure, s.measurement_usable = UNPARSEABLE, False, False
 
 
 def _retry_policy(c: Ctx) -> None:
@@ -547,40 +98,14 @@ def _retry_policy(c: Ctx) -> None:
     each with whether a graph was running (a capture, or a graph arm's replay), and whether Bridge named an exception
     no signature explains."""
     phases = [(h, phase_of(h, c.arm, c.warmup, c.ev)[0]) for h in c.hits]
-    seen = [(h.sig, _graph_running(c, phase)) for h, phase in phases if phase != TEARDOWN]
-    t = sg.transient_of(seen, c.arm, unexplained=_unexplained(c))
+    seen = [(h.sig, graph_running(c, phase)) for h, phase in phases if phase != TEARDOWN]
+    t = transient_of(seen, c.arm, unexplained=unexplained(c))
     c.s.transient = t.needle.decode() if t else None
     p = c.proof
     if t is None and p is not None and p.sig.retry and (phase := phase_of(p, c.arm, c.warmup, c.ev)[0]) != TEARDOWN:
-        if not sg.retries(p.sig, c.arm, _graph_running(c, phase)):
+        if not retries(p.sig, c.arm, graph_running(c, phase)):
             why = f"retried in an eager arm only; in a {c.arm} arm the graph is the suspect"
             if p.sig.retry == sg.RETRY_NO_GRAPH:
                 why = "it came during a capture: the capture's own hang" if phase == CAPTURE else \
                     "it came while the graph arm replayed its graphs: a hang of the captured collectives repeats"
             c.s.reason += f" [not retried: {why} (docs/failures.md)]"
-
-
-def _graph_running(c: Ctx, phase: str) -> bool:
-    """A graph was running at that phase: a capture, or a graph arm past its capture (its graphs replay)."""
-    return phase == CAPTURE or (c.arm == GRAPH and phase == STEADY)
-
-
-def _phase_from_iteration(failing: int, arm: str, warmup: int | None, ev: Evidence) -> str:
-    cap = warmup + 1 if warmup is not None else ev.capture_iteration
-    if arm == GRAPH and cap is not None:
-        return WARMUP if failing < cap else CAPTURE if failing == cap else STEADY
-    first = warmup + 2 if warmup is not None else 2
-    return WARMUP if failing < first else STEADY
-
-
-def _after(text: str, needle: str) -> str:
-    """The proving line from the needle on (drops srun/rank prefixes and the exception name)."""
-    i = text.find(needle)
-    return text[i:].strip() if i >= 0 else text.strip()
-
-
-def _cause(h: Hit) -> str:
-    """What failed, in the line's own words from the needle on (a CUDA error from `CUDA error: `), with its cudaError
-    name."""
-    cuda = lf.CUDA_ERROR.decode()
-    return _with_enum(_after(h.text, cuda if cuda in h.text else h.sig.needle.decode()), h)

@@ -20,6 +20,10 @@ def binary_reason(head: bytes) -> str | None:
     return None
 
 
+class LineTooLong(ValueError):
+    """A line longer than eight blocks: the block reader leaves such a file to the line loop."""
+
+
 def blocks(path: Path, size: int) -> Iterator[bytes]:
     """The file in blocks of whole lines of about `size` bytes (the last block may end mid-line)."""
     carry = b""
@@ -35,7 +39,7 @@ def blocks(path: Path, size: int) -> Iterator[bytes]:
             if cut == 0:
                 carry = data
                 if len(carry) > 8 * size:
-                    raise ValueError(f"line longer than {8 * size >> 20} MiB")
+                    raise LineTooLong(f"line longer than {8 * size >> 20} MiB")
                 continue
             if cut == len(data):
                 carry = b""

@@ -8,31 +8,33 @@ import numpy as np
 from graphsweep.parse.busy import launch_figures
 from graphsweep.parse.memory import steady_figures
 from graphsweep.parse.records import Evidence, RunSummary
-from graphsweep.parse.window import steady_window
+from graphsweep.parse.window import line_spans, steady_window
 from graphsweep.vocab import GRAPH
 
 
 def measure(s: RunSummary, ev: Evidence, arm: str, warmup: int | None, min_steady: int) -> None:
     """Fill the summary's measurement: steady window and step-time statistics, memory figures, capture evidence."""
     s.n_iterations = len(ev.iterations)
-    s.last_iteration = ev.iterations[-1] if ev.iterations else None
+    s.last_iteration = int(ev.iterations[-1]) if len(ev.iterations) else None
     s.train_iters = ev.train_iters
-    if warmup is not None:
-        first_allowed = warmup + 2  # skip iterations 1..warmup and the capture iteration warmup+1, both arms
+    if warmup is not None:  # skip iterations 1..warmup and the capture iteration warmup+1 (of the attempt), both arms
+        first_allowed = ev.start_iteration + warmup + 2
     elif ev.capture_iteration is not None:
         first_allowed = ev.capture_iteration + 1
         s.notes.append(f"warmup unknown: steady window starts after the capture iteration {ev.capture_iteration}")
     else:
-        first_allowed = 2
-    its = [i for i, e in zip(ev.iterations, ev.elapsed_ms) if e == e]
-    ms = [e for e in ev.elapsed_ms if e == e]
-    w = steady_window(its, ms, first_allowed, min_steady)
+        first_allowed = ev.start_iteration + 2
+    timed = ~np.isnan(ev.elapsed_ms)
+    its, ms = ev.iterations[timed], ev.elapsed_ms[timed]
+    spans = line_spans(its, ev.start_iteration)  # log_interval N: each line the mean of N iterations
+    w = steady_window(its, ms, first_allowed, min_steady, spans=spans)
     s.steady_first, s.steady_last, s.steady_n, s.steady_reason = w.first, w.last, w.n, w.reason
     if w.first is not None and w.last is not None:
-        x = np.array([e for i, e in zip(its, ms) if w.first <= i <= w.last], dtype=float)
-        if len(x):
+        inside = (its >= w.first) & (its <= w.last)
+        x, span = ms[inside], spans[inside]
+        if len(x):  # each line the mean of its span: the lines' median and spread, the iterations' mean
             s.step_ms_median = float(np.median(x))
-            s.step_ms_mean = float(np.mean(x))
+            s.step_ms_mean = float(np.average(x, weights=span))
             s.step_ms_p10 = float(np.percentile(x, 10))
             s.step_ms_p90 = float(np.percentile(x, 90))
     s.seed = ev.seed
@@ -65,4 +67,4 @@ def measure(s: RunSummary, ev: Evidence, arm: str, warmup: int | None, min_stead
         s.replay_seen = bool(ev.replay_iteration is not None or (ev.replays or 0) > 0)
     elif s.capture_seen and ev.capture_iteration is not None:
         # Megatron prints no replay line: an iteration after the capture iteration ran on the graph
-        s.replay_seen = any(i > ev.capture_iteration for i in ev.iterations)
+        s.replay_seen = bool((ev.iterations > ev.capture_iteration).any())

@@ -9,21 +9,11 @@ says so (`[graphsweep] memory peaks reset after iteration i`, both entry program
 from __future__ import annotations
 
 import math
-import re
 from typing import Iterable, Sequence
 
 from graphsweep import logformat as lf
+from graphsweep.parse.numbers import group_float
 from graphsweep.parse.records import Evidence, RunSummary
-
-
-def group_float(m: re.Match | None) -> float:
-    """A pattern's first group as a float; NaN when it did not match or is no number (a `nan` loss, `inf`, junk)."""
-    if m is None:
-        return math.nan
-    try:
-        return float(m.group(1))
-    except ValueError:
-        return math.nan
 
 
 def read_line(raw: bytes) -> tuple[int, list[float]] | None:

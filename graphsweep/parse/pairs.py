@@ -15,41 +15,8 @@ import numpy as np
 import pandas as pd
 
 from graphsweep import logformat as lf
-from graphsweep.parse.records import summary_to_dict
+from graphsweep.parse.segments import Segment
 from graphsweep.vocab import OUTCOME_SEVERITY, UNPARSEABLE, USABLE_OUTCOMES
-
-
-@dataclass
-class Segment:
-    label: str  # A1, B1, ...
-    arm: str  # eager | graph | control
-    text: str
-    exit_code: int | None = None  # None: no end marker (the job died inside this segment)
-    wall_s: float | None = None
-
-
-def split_segments(text: str) -> list[Segment]:
-    """The segments of a pair job's combined log, in the order they ran."""
-    segments: list[Segment] = []
-    current: Segment | None = None
-    lines: list[str] = []
-    for line in text.splitlines(keepends=True):
-        if lf.ABBA_MARK in line:
-            if m := lf.RE_SEGMENT_START.search(line):
-                if current is not None:  # started without an end: the previous one never finished
-                    current.text = "".join(lines)
-                current, lines = Segment(m["label"], m["arm"], ""), []
-                segments.append(current)
-                continue
-            if (m := lf.RE_SEGMENT_END.search(line)) and current is not None and m["label"] == current.label:
-                current.text, current.exit_code, current.wall_s = "".join(lines), int(m["exit"]), float(m["wall"])
-                current, lines = None, []
-                continue
-        if current is not None:
-            lines.append(line)
-    if current is not None:
-        current.text = "".join(lines)
-    return segments
 
 
 def worse_outcome(outcomes: Sequence[str]) -> str:
@@ -91,7 +58,7 @@ def combine_arm(run_id: str, arm: str, parsed: Sequence[tuple[Segment, Any]]) ->
         return ArmOfPair(run_id, arm, [], summary, pd.DataFrame({"run_id": pd.Series(dtype=str)}))
     frames, sums, offset, steady_ms = [], [], 0, []
     for seg, p in parsed:
-        s = summary_to_dict(p.summary)
+        s = p.summary.to_dict()
         sums.append(s)
         it = p.iterations.copy()
         it["segment"] = seg.label

@@ -1,113 +1,14 @@
-"""The records of parsing one run: what its files say (Evidence, Hit, Mark) and what happened (RunSummary)."""
+"""The records of parsing one run: what its files say (Evidence, Hit, Mark). What happened, RunSummary (summary.json),
+is a record that crosses stages: graphsweep/records.py, imported here for the parser's modules."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from graphsweep.entry import host_time
+import numpy as np
+
 from graphsweep.parse.signatures import Signature
-from graphsweep.vocab import EAGER
-
-
-@dataclass
-class RunSummary:
-    outcome: str  # one of vocab.OUTCOMES
-    error_class: str | None = None
-    phase: str | None = None  # one of vocab.PHASES
-    signature: str | None = None  # the proving line (text, trimmed)
-    signature_line: int | None = None
-    signature_file: str | None = None
-    reason: str = ""
-    oom_request: str | None = None
-    n_iterations: int = 0
-    steady_first: int | None = None
-    steady_last: int | None = None
-    steady_n: int = 0
-    steady_reason: str = ""
-    step_ms_median: float | None = None
-    step_ms_mean: float | None = None
-    step_ms_p10: float | None = None
-    step_ms_p90: float | None = None
-    elapsed_resolution_ms: float | None = None  # print step of the elapsed times (0.1 for Megatron's {:.1f})
-    seed: int | None = None  # the training seed the log states (runs of one seed must train the same model)
-    # memory, 1e9-byte GB, max over ranks (docs/tables.md says what each measures and when it is None)
-    peak_mem_gb: float | None = None  # whole-run peak: max mem-max-allocated of the lines from the capture iteration
-    # on (graph) or of all lines (eager); a running peak since process start, so pre-capture peaks are in it
-    peak_mem_before_capture_gb: float | None = None  # max mem-max-allocated of the lines before the capture iteration
-    steady_mem_allocated_gb: float | None = None  # max mem-allocated (current) over the steady window
-    steady_mem_reserved_gb: float | None = None  # max mem-reserved (current, caching allocator) over the steady window
-    steady_mem_peak_gb: float | None = None  # max mem-max-allocated over the steady window, peaks reset after capture
-    capture_seen: bool = False
-    replay_seen: bool = False
-    capture_s: float | None = None  # the capture's own time as Megatron/TE/MCore (or the builtin) reports it
-    capture_iteration_excess_s: float | None = None  # Megatron entry: capture iteration minus a median eager one
-    graphable_layers: int | None = None
-    graphs_captured: int | None = None  # CUDA graphs the run holds (graphed layers for TE scopes): parse/captured.py
-    # launch-boundness (eager arms, graphsweep/parse/busy.py): GPU busy ms per iteration, its share of the steady
-    # median step, and the ceiling step / busy that no graph of this step can beat
-    gpu_busy_ms: float | None = None
-    gpu_busy_share: float | None = None
-    graph_ceiling: float | None = None
-    gpu_busy_note: str | None = None  # why a run that should have measured it did not
-    # where the eager step's host time goes (eager arms, parse/busy.py): rank 0's `[graphsweep] host time:` line,
-    # whole, so its regions add up to its step; summary_to_dict writes host_regions as typed columns per region
-    host_step_ms: float | None = None
-    # region (entry/host_time.py REGIONS) -> (host ms, of which waiting on the GPU, profiler events) per iteration
-    host_regions: dict[str, tuple[float, float | None, float | None]] = field(default_factory=dict)
-    host_time_rank: int | None = None  # the rank whose line it is
-    host_time_ranks: int = 0  # how many ranks printed one
-    host_time_note: str | None = None  # why a run that should have measured it did not
-    transient: str | None = None  # the transient signature's text when the retry policy retries it (docs/failures.md)
-    # extras
-    signature_id: str | None = None  # catalogue id (SIGNATURES)
-    signature_source: str | None = None  # where Megatron/PyTorch/Slurm prints it
-    arm: str = EAGER
-    warmup: int | None = None
-    failed_iteration: int | None = None  # the iteration that was running when the run failed
-    capture_iteration: int | None = None
-    train_iters: int | None = None  # N of "iteration i/N"
-    last_iteration: int | None = None
-    measurement_usable: bool = False  # the steady window can be compared (completed, or timeout after the window)
-    infrastructure: bool = False  # retried by the workflow, never a result
-    end_marker: str | None = None
-    exit_code: int | None = None
-    slurm_state: str | None = None
-    attempt: int | None = None
-    previous_attempts: list[dict] = field(default_factory=list)
-    device: str | None = None
-    files: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    # what the log says beyond the outcome, for runs.parquet's prov_* and time_* columns (store/tables.py
-    # SUMMARY_NOT_COLUMNS): the training processes' provenance lines (logformat.PROVENANCE), one per (rank, host),
-    # lowest rank first
-    provenance_lines: list[dict] = field(default_factory=list)
-    # the time stamps (the training process's local time, as printed) of the first and the last iteration row
-    first_iteration_stamp: str | None = None
-    last_iteration_stamp: str | None = None
-
-
-def summary_to_dict(summary: RunSummary) -> dict:
-    """JSON-safe dict (NaN and numpy scalars become None / plain numbers); the host time by region as one key per
-    region (`host_attn_ms`, `host_attn_wait_ms`, `host_attn_events`, ...: entry/host_time.py ms_column, ...)."""
-
-    def clean(v: object) -> object:
-        if isinstance(v, dict):
-            return {str(k): clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
-            v = v.item()  # numpy scalar
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        return v
-
-    d = asdict(summary)
-    regions = d.pop("host_regions") or {}
-    for r in host_time.REGIONS:  # typed columns, three per region
-        ms, wait, events = regions.get(r) or (None, None, None)
-        d.update({host_time.ms_column(r): ms, host_time.wait_column(r): wait, host_time.events_column(r): events})
-    return clean(d)  # type: ignore[return-value]
+from graphsweep.records import RunSummary  # noqa: F401 - the parser's modules take it from here
 
 
 @dataclass
@@ -160,8 +61,8 @@ class Evidence:
     files: list[str]
     problems: list[str]  # per-file problems (unreadable, empty, binary)
     hits: list[Hit]
-    iterations: list[int]  # merged, sorted
-    elapsed_ms: list[float]
+    iterations: np.ndarray  # merged, ascending (int64)
+    elapsed_ms: np.ndarray  # the same rows' elapsed times (float64)
     elapsed_decimals: int | None  # fewest decimals of any elapsed time (its print step is 10**-decimals)
     memory: dict[int, list[float]]  # iteration -> logformat.MEM_FIELDS values in GB, max over ranks
     train_iters: int | None = None
@@ -204,3 +105,5 @@ class Evidence:
     superseded: list[str] = field(default_factory=list)  # notes on earlier attempts replaced by a restart
     death: Death = field(default_factory=Death)
     capture_started: bool = False  # a capture start or done marker in any file (capture began)
+    skipped: np.ndarray | None = None  # the rows' `number of skipped iterations` (NaN: not printed)
+    restarts: int = 0  # attempts a later one restarted (a requeued job, a resume from a checkpoint)

@@ -10,41 +10,59 @@ segments/{label}.log, each segment parsed as a run, and each arm's two segments 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
-from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost, split_segments
-from graphsweep.parse.records import RunSummary, summary_to_dict
-from graphsweep.parse.run import parse_run, provenance_lines
+from graphsweep.parse.pairs import ArmOfPair, combine_arm, segment_record, split_cost
+from graphsweep.parse.segments import split_segments
+from graphsweep.records import RunSummary
+from graphsweep.parse.evidence import provenance_lines
+from graphsweep.parse.run import parse_run
+from graphsweep.parse.work import given_config
 from graphsweep.store.tables import write_table
 from graphsweep.fileio import write_json
 from graphsweep.store.runfiles import read_run_config, read_run_info
 from graphsweep.layout import RunDir
 from graphsweep.fileio import UnusableFile
 from graphsweep.records import GateDecision
-from graphsweep.vocab import CONTROL, EAGER, GRAPH, PAIR, pair_run_id
+from graphsweep.smk import run_dir
+from graphsweep.vocab import CONTROL, EAGER, GRAPH, INGEST, PAIR, pair_run_id
+
+
+def parse_rule(input: Any, output: Any) -> RunSummary | dict:
+    """The parse rule's job (rules/parse.smk): the run folder of exactly its declared files (Snakemake's input and
+    output lists; RunDir.of refuses any other), parsed. The rule's script calls it, and so does the graphsweep
+    executor, in the controller (run/executor.py)."""
+    return parse_run_dir(run_dir(input.config, input.run, input.log, *input.ranks, output.iterations, output.summary))
 
 
 def parse_run_dir(run: RunDir) -> RunSummary | dict:
-    rec = read_run_config(run, parse=True)["run"]
+    cfg = read_run_config(run, parse=True)
+    rec = cfg["run"]
     info = read_run_info(run)
-    if info.get("gate") is not None:  # the launch gate's decision (run/gate.py), read by the classifier
+    gate = None
+    if info.get("gate") is not None:  # the launch gate's decision (run/gate.py): the classifier takes it typed
         try:
-            GateDecision.from_dict(info["gate"])
+            gate = GateDecision.from_dict(info["gate"])
         except ValueError as exc:
             raise UnusableFile(run.run_json, str(exc), run.fix_for(run.run_json)) from None
     if rec["arm"] == PAIR:
         return parse_pair_dir(run, rec, info)
     arm = GRAPH if rec["arm"] == GRAPH else EAGER
-    parsed = parse_run(run.logs(), arm=arm, warmup=int(rec["warmup"]), run_info=info, run_id=rec["run_id"])
+    # what config.yaml gave the run, for the keys its log does not print (an ingested run's is the plan's, not its own)
+    given = None if info.get("executor") == INGEST else given_config(cfg)
+    parsed = parse_run(run.logs(), arm=arm, warmup=int(rec["warmup"]), run_info=info, run_id=rec["run_id"],
+                       given=given, gate=gate)
     if parsed.summary.seed is None and info.get("seed") is not None:  # an ingest spec's source.seed
         parsed.summary.seed = int(info["seed"])
     write_table(parsed.iterations, run.iterations, "iterations")
-    write_json(run.summary, summary_to_dict(parsed.summary))
+    write_json(run.summary, parsed.summary.to_dict())
     return parsed.summary
 
 
 def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
-    """A pair job (graphsweep/run/abba.py): split log.txt into segments/{label}.log, parse each segment as a run, and
+    """A pair job (graphsweep/entry/abba.py): split log.txt into segments/{label}.log, parse each segment as a run, and
     combine each arm's two segments into one measured run. summary.json holds both arms under `arms`."""
     segments = split_segments(run_dir.log.read_text(errors="replace"))
     seg_dir = run_dir.segments
@@ -65,7 +83,7 @@ def parse_pair_dir(run_dir: RunDir, run: dict, info: dict) -> dict:
                                 run_info=seg_info, run_id=pair_run_id(run["run_id"], arm))  # fmt: skip
             parsed.append((seg, p))
             lines += p.summary.provenance_lines
-            records.append(segment_record(seg, summary_to_dict(p.summary)))
+            records.append(segment_record(seg, p.summary.to_dict()))
         arms.append(combine_arm(pair_run_id(run["run_id"], arm), arm, parsed))
     split_cost(arms, float(info.get("wall_s") or 0.0), int(info.get("gpus") or run.get("gpus") or 1))
     frames = [a.iterations for a in arms if len(a.iterations)]

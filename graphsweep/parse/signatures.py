@@ -5,36 +5,25 @@ Every signature is a literal substring (searched anywhere in a physical line, so
 proves and where Megatron/PyTorch/CUDA/NCCL/Slurm print it. The signatures of Megatron's constraints come from the
 constraint catalogue (graphsweep/constraints) under the constraint's own id, so a run that hits an assertion and a
 cell preflight blocked for it carry the same id; the rest (OOM, crashes, CUDA and NCCL errors, infrastructure) are
-listed here. `rule` names the classification rule that uses a signature (graphsweep/parse/classify.py RULES, read
+listed here. `rule` names the classification rule that uses a signature (graphsweep/parse/rules.py RULES, read
 top-down); within a rule a cause outranks a symptom (a `symptom` is used only when nothing else of its rule matched).
 
 A CUDA error is named by its cause: torch prints `CUDA error: <cudaGetErrorString>` and, on the next line, ``Search
 for `<cudaError name>' in https://docs.nvidia.com/...`` (torch 2.11 c10/cuda/CUDAException.cpp
 c10_cuda_check_implementation + CUDAMiscFunctions.cpp get_cuda_error_help). The parser pairs the two
-(graphsweep/parse/scan.py): the error line is the proving line, the enum names the cause (BY_ENUM), and a text this
-catalogue does not know still proves its enum's class. The messages below are libcudart 13.0's cudaGetErrorString
+(graphsweep/parse/cuda_errors.py): the error line is the proving line, the enum names the cause (BY_ENUM), and a text
+this catalogue does not know still proves its enum's class. The messages below are libcudart 13.0's cudaGetErrorString
 (read from nvidia-cuda-runtime 13.0.96's libcudart.so.13); the help and suffix lines after them (CUDA_LAUNCH_BLOCKING,
 "asynchronously reported", TORCH_USE_CUDA_DSA) are boilerplate and never a signature.
 
-The retry policy (docs/failures.md): a failed run is retried once only when every cause its log shows is transient
-for its arm (`retries`): node and network faults in any arm, NCCL collective timeouts while no graph runs (not during
-a capture, nor in a graph arm replaying its graphs: NCCL's captured collectives can deadlock at replay, a hang the
-rerun repeats), and the CUDA kernel faults NVIDIA's perf harness retries only in an eager arm (in a graph arm the
-graph is the suspect).
-
-The parser finds candidate lines cheaply with ERROR_ANCHORS (every needle contains an anchor, or sits on an
-exception line, which contains "rror": tests check this), then tries only the needles of the anchors a line has. A
-CUDA runtime message (a signature with a `cuda_enum`) also arrives on NCCL's own line, `NCCL WARN Cuda failure
-'<cudaGetErrorString>'`, which holds no "rror": those signatures sit under that line's anchor too.
-This module is small on purpose: the run rule's waiting process imports it (find_transient) without pandas.
+`retry` is a signature's retry policy (graphsweep/parse/retry.py applies it, docs/failures.md explains it): node and
+network faults in any arm, NCCL collective timeouts while no graph runs, and the CUDA kernel faults NVIDIA's perf
+harness retries only in an eager arm. Which signatures a line matches: graphsweep/parse/matching.py.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable
 
 from graphsweep import logformat as lf
 from graphsweep.constraints.catalogue import CONSTRAINTS
@@ -43,7 +32,7 @@ from graphsweep.vocab import (
     BLOCKED, CANCELLED, CONTROL, CRASHED, EAGER, LOST, NODE_FAIL, OOM, PREEMPTED, TIMEOUT,
 )  # fmt: skip
 
-# The classification rules that signatures feed (graphsweep/parse/classify.py RULES holds them all, in order)
+# The classification rules that signatures feed (graphsweep/parse/rules.py RULES holds them all, in order)
 R_HOST_OOM = "host-oom"
 R_BUILTIN = "builtin-blocked"
 R_LAUNCH = "launch-rejected"
@@ -266,6 +255,14 @@ RUNTIME: tuple[Signature, ...] = (
          f"torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (docs/megatron-facts.md §5.8); {BRIDGE_FLAKY}", retry=RETRY_ANY),
     _sig(R_NCCL, "nccl_remote_text", "remote process exited or there was a network error", C, "nccl_error",
          f"{NCCL}(ncclRemoteError), inside torch's `NCCL error in: ...`", retry=RETRY_ANY),
+    # ncclInvalidUsage (5): a program bug, the same on any node. libnccl's text is in torch's `NCCL Error 5: invalid
+    # usage (run with NCCL_DEBUG=WARN for details)` (torch 2.11 torch/csrc/cuda/nccl.cpp throw_nccl_error: a
+    # std::runtime_error, so its `terminate called after throwing an instance of 'std::runtime_error'` and SIGABRT
+    # only say how the process ended) and in C10D_NCCL_CHECK's `NCCL error in: <file>:<line>, invalid usage ...`
+    _sig(R_NCCL, "nccl_invalid_usage", "invalid usage (run with NCCL_DEBUG=WARN for details)", C, "nccl_error",
+         f"{NCCL}(ncclInvalidUsage), in torch 2.11 torch/csrc/cuda/nccl.cpp throw_nccl_error `NCCL Error 5: ...`"),
+    _sig(R_NCCL, "nccl_invalid_usage_detail", "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+         C, "nccl_error", "torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (libtorch_cuda.so)"),
     _sig(R_NCCL, "nccl_unhandled_cuda", "ncclUnhandledCudaError", C, "nccl_error",
          "torch 2.11 NCCLUtils.cpp getNcclErrorDetailStr (docs/megatron-facts.md §5.8)", retry=RETRY_EAGER),
     _sig(R_NCCL, "cuda_call_failed", "Call to CUDA function failed.", C, "nccl_error",
@@ -329,182 +326,21 @@ SIGNATURES: tuple[Signature, ...] = (*[s for c in CONSTRAINTS for s in _from_con
 # The signature a cudaError name proves (torch's `Search for` line), when this catalogue knows the enum
 BY_ENUM: dict[str, Signature] = {s.cuda_enum: s for s in RUNTIME if s.cuda_enum}
 
-# Slurm job-end lines other than TIME LIMIT (slurmstepd; not quoted in the reference: verify per site).
+# Slurm job-end lines other than TIME LIMIT: slurmstepd's src/slurmd/slurmstepd/req.c _handle_signal_container
+# `error("*** %s ON %s CANCELLED AT %s DUE TO PREEMPTION ***", entity, node_name, time_str)` (entity `JOB <id>` or
+# `STEP <id>.<step>`), `... DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***` and `... DUE TO JOB REQUEUE ***`
+# (scontrol requeue: what submitit runs on preemption, slurm.py L190); all four texts are in the local cluster's
+# slurmstepd 22.05.8. An attempt a requeued one follows in the same file is superseded (parse/evidence.py)
 SLURM_INFRA = (
     (b"DUE TO PREEMPTION", PREEMPTED),
     (b"DUE TO NODE FAILURE", NODE_FAIL),
+    (b"DUE TO JOB REQUEUE", CANCELLED),
 )
 INFRA_STATES = {
     "PREEMPTED": PREEMPTED, "NODE_FAIL": NODE_FAIL, "BOOT_FAIL": NODE_FAIL, "CANCELLED": CANCELLED,
     "REVOKED": CANCELLED, "LOST": LOST, "UNKNOWN": LOST,
 }  # fmt: skip
 
-# Cheap literal prefilter: a line is looked at only if it contains one of these. Exceptions carry
-# "rror" (AssertionError, ValueError, CUDA error, slurmstepd: error, cudaError..., ...); graph texts carry "raph".
-ERROR_ANCHORS: tuple[bytes, ...] = (
-    b"rror", b"raph", b"NCCL", b"nccl", b"oom", b"Seg", b"SIG", b"exitcode", b"illegal", b"found NaN", b"found Inf",
-    b"Unexpected result", b"Spiky", b"free(", b"double free", b"malloc(", b"invalid pointer", b"socket",
-    b"Connection reset", b"DUE TO", b"CANCELLED", b"Unpack failed", b"Available backends", b"offload", b"recompute",
-    b"Watchdog", b"ECC", b"off the bus", b"launch failure", b"huggingface", b"out of memory", b"CUBLAS", b"calloc",
-    b"Call to CUDA", b"[graphsweep]", b"Traceback", b"StopIteration", b"xiting program", b"Pretrain failed",
-    # a death without an exception (graphsweep/parse/crash.py; logformat FATAL, LAUNCHER_SIGNAL)
-    b"terminate called", b"death signal", b"got signal", b"[F",
-    # NCCL's own CUDA failure line (NCCL_CUDA_FAILURE): it carries the cudaGetErrorString text and no "rror"
-    b"Cuda failure",
-)
 
-
-NCCL_CUDA_FAILURE = ERROR_ANCHORS[-1]
-
-
-def anchored(sig: Signature) -> bool:
-    """True when the prefilter can see this signature's line."""
-    texts = [sig.needle] + ([sig.requires] if sig.requires else [])
-    # exception lines and torch's `CUDA error: <text>` lines carry "rror"
-    return any(a in t for t in texts for a in ERROR_ANCHORS) or sig.rule in EXCEPTION_RULES or bool(sig.cuda_enum)
-
-
-# --------------------------------------------------------------------------------------------------
-# Which signatures a line matches
-def _bucket() -> dict[bytes, tuple[Signature, ...]]:
-    """Signatures per prefilter anchor; needles with no anchor of their own sit on exception lines ("rror")."""
-    out: dict[bytes, list[Signature]] = {a: [] for a in ERROR_ANCHORS}
-    for sig in SIGNATURES:
-        own = [a for a in ERROR_ANCHORS if a in sig.needle or (sig.requires and a in sig.requires)]
-        for a in own or [b"rror"]:
-            out[a].append(sig)
-        if own and b"rror" not in own:  # the same text can also arrive as an exception message
-            out[b"rror"].append(sig)
-        if sig.cuda_enum and NCCL_CUDA_FAILURE not in own:  # a CUDA runtime message: also on NCCL's WARN line
-            out[NCCL_CUDA_FAILURE].append(sig)
-    return {a: tuple(v) for a, v in out.items()}
-
-
-_BUCKETS = _bucket()
-_ORDER = {sig: k for k, sig in enumerate(SIGNATURES)}
-
-
-@functools.lru_cache(maxsize=512)
-def _candidates_for(anchors: frozenset[bytes]) -> tuple[Signature, ...]:
-    seen = {sig for a in anchors for sig in _BUCKETS[a]}
-    return tuple(sorted(seen, key=_ORDER.__getitem__))  # catalogue order, as a plain loop would find them
-
-
-def _match(raw: bytes) -> tuple[Signature, ...]:
-    if lf.CUDA_ERROR_HELP in raw and lf.CUDA_ERROR_NAME.search(raw):
-        return ()  # torch's `Search for `cudaErrorX'` help line: its enum is paired with the error line (scan.py)
-    cands = _candidates_for(frozenset(a for a in _BUCKETS if a in raw))
-    found = tuple(s for s in cands if s.needle in raw and (s.requires is None or s.requires in raw)
-                  and not (s.unless_text and s.unless_text in raw))
-    if any(not s.fallback for s in found):
-        found = tuple(s for s in found if not s.fallback)
-    return found
-
-
-_match_cached = functools.lru_cache(maxsize=4096)(_match)
-
-
-def matching(raw: bytes) -> tuple[Signature, ...]:
-    """The signatures whose text is on this line. Short lines are cached by content: a long log repeats the same
-    warning lines thousands of times (the cache holds at most 4096 x 2 KB)."""
-    return _match_cached(raw) if len(raw) <= 2048 else _match(raw)
-
-
-# --------------------------------------------------------------------------------------------------
-# The retry policy: the run rule asks find_transient before it records a failed run; the classifier asks
-# transient_of with the parsed evidence. Both see the same signatures, the arm, and whether a capture was running.
-def retries(sig: Signature, arm: str | None, graph_running: bool) -> bool:
-    """This signature alone earns the one automatic retry, in this arm (None: unknown, read as a graph arm).
-    `graph_running`: a capture was running, or a graph arm had reached its capture iteration (its graphs replay)."""
-    if sig.retry == RETRY_ANY:
-        return True
-    if sig.retry == RETRY_NO_GRAPH:
-        return not graph_running
-    return sig.retry == RETRY_EAGER and arm in EAGER_ARMS
-
-
-def transient_of(seen: Iterable[tuple[Signature, bool]], arm: str | None, *,
-                 unexplained: bool = False) -> Signature | None:
-    """The transient signature that earns the retry, or None. `seen`: (signature, printed while a graph ran: see
-    `retries`) of the failure's lines (not those of its teardown: a failure after the end of training keeps its measurement).
-    None when any cause shows that is not transient for this arm (a config or capture error, an OOM, a CUDA error
-    in a graph arm, a walltime, a segfault, a NaN) or when Bridge's `Pretrain failed ... with X` names an exception
-    no signature explains (`unexplained`): a rerun would fail the same way."""
-    found = list(seen)
-    if unexplained or any(not s.neutral and not retries(s, arm, cap) for s, cap in found):
-        return None
-    cand = [s for s, cap in found if retries(s, arm, cap)]
-    return min(cand, key=lambda s: (s.symptom, _ORDER[s])) if cand else None
-
-
-class _Progress:
-    """Where a log was when a line was printed, as classify.phase_of reads it: the last iteration, whether a capture
-    had started and not finished (logformat's capture markers), whether one had finished (a graph arm's graphs then
-    replay), and the end of training (its marker, or the run's last iteration)."""
-
-    def __init__(self, arm: str | None, warmup: int | None) -> None:
-        self.graph = arm not in EAGER_ARMS
-        self.capture_iteration = warmup + 1 if warmup is not None else None
-        self.last: int | None = None
-        self.capturing = False
-        self.captured = False
-        self.ended = False
-
-    def see(self, raw: bytes) -> None:
-        if lf.ITER_NEEDLE in raw and (m := lf.ITER_HEAD.search(raw)):
-            self.last = int(m.group(1))
-            self.ended |= self.last >= int(m.group(2))  # the run's last iteration: what follows is teardown
-        if b"raph" in raw:  # every capture marker names a graph
-            if any(n in raw for n in lf.CAPTURE_START_NEEDLES) or lf.LOCAL_CREATING.search(raw):
-                self.capturing = True
-            if any(n in raw for n in lf.CAPTURE_DONE_NEEDLES) or lf.TE_CAPTURE_TIME_RE.search(raw) \
-                    or lf.LOCAL_BUILT.search(raw):
-                self.capturing, self.captured = False, True
-        if any(n in raw for n in lf.END_MARKERS):
-            self.ended = True
-
-    def graph_running(self) -> bool:
-        """A capture runs, or a graph arm is at or past its capture iteration (or past a finished capture)."""
-        failing = (self.last or 0) + 1
-        reached = self.capture_iteration is not None and failing >= self.capture_iteration
-        return self.capturing or (self.graph and (reached or self.captured))
-
-
-def find_transient(log: str | bytes | Path, *, arm: str | None = None, warmup: int | None = None) -> str | None:
-    """The transient signature's text in a failed run's log (a path, or the text itself) when the retry policy
-    retries it (docs/failures.md), else None. `arm` and `warmup` as in the run's config.yaml (an unknown arm is
-    read as a graph arm: no retry for a CUDA error). A line loop, no pandas: the run rule's waiting process stays
-    small."""
-    seen: dict[str, tuple[Signature, bool]] = {}
-    where = _Progress(arm, warmup)
-    unexplained = False
-    for raw in _lines(log):
-        where.see(raw)
-        if where.ended or not any(a in raw for a in ERROR_ANCHORS):
-            continue
-        sigs = matching(raw)
-        if not sigs and b"Pretrain failed" in raw and lf.BRIDGE_FAILED.search(raw):
-            unexplained = True  # Bridge names the exception that ended pretrain(), and no signature explains it
-        for s in sigs:
-            seen.setdefault(s.id, (s, where.graph_running()))
-    hit = transient_of(seen.values(), arm, unexplained=unexplained)
-    return hit.needle.decode() if hit else None
-
-
-def _lines(log: str | bytes | Path) -> Iterable[bytes]:
-    if isinstance(log, bytes) or (isinstance(log, str) and ("\n" in log or not Path(log).is_file())):
-        data = log if isinstance(log, bytes) else log.encode("utf-8", "surrogateescape")
-        return data.splitlines(keepends=True)
-    try:
-        return Path(log).read_bytes().splitlines(keepends=True)
-    except OSError:
-        return []
-
-
-def retry_table() -> str:
-    """The retry policy's list as the Markdown table docs/failures.md shows: every signature that can earn a retry."""
-    rows = ["| text | rule | error class | retried | source |", "|---|---|---|---|---|"]
-    rows += [f"| `{s.needle.decode()}` | `{s.rule}` | {s.error_class} | {s.retry}"
-             + (" (a symptom: used when no cause shows)" if s.symptom else "") + f" | {s.source} |"
-             for s in RUNTIME if s.retry]
-    return "\n".join(rows)
+# The catalogue's order: a plain loop over SIGNATURES finds the earlier first (matching.py, retry.py keep it)
+ORDER: dict[Signature, int] = {sig: k for k, sig in enumerate(SIGNATURES)}

@@ -62,7 +62,8 @@ def _fmt_range(a: int, b: int) -> str:
 
 
 def steady_window(
-    iterations: Sequence[int], elapsed_ms: Sequence[float], first_allowed: int, min_steady: int = MIN_STEADY
+    iterations: Sequence[int], elapsed_ms: Sequence[float], first_allowed: int, min_steady: int = MIN_STEADY,
+    spans: Sequence[int] | None = None,
 ) -> SteadyWindow:
     """Choose the steady window of one run and say why.
 
@@ -73,6 +74,11 @@ def steady_window(
        never comes back (so it is warm-up, not job noise). Repeated while it still finds one.
     3. Note (do not trim) residual drift between the two halves of the window.
     Fewer than `min_steady` iterations left is its own outcome: first/last are None.
+
+    `spans`: how many iterations each line covers (Megatron prints a line every `log_interval` iterations, its
+    elapsed time the mean over them: logformat.line_spans); None: one each. A line counts only when every iteration
+    it covers is at or after `first_allowed`, the window's `n` counts iterations, not lines, and `first` is the first
+    iteration its first line covers.
     """
     if len(iterations) != len(elapsed_ms):
         raise ValueError(
@@ -81,6 +87,9 @@ def steady_window(
         )
     it = np.asarray(iterations, dtype=np.int64)
     x_all = np.asarray(elapsed_ms, dtype=float)
+    span_all = np.ones(it.size, dtype=np.int64) if spans is None else np.asarray(spans, dtype=np.int64)
+    if span_all.size != it.size or (span_all < 1).any():
+        raise ValueError(f"steady_window: {span_all.size} spans for {it.size} lines; each line covers >= 1 iteration")
     if it.size > 1 and np.any(np.diff(it) <= 0):
         bad = int(np.flatnonzero(np.diff(it) <= 0)[0])
         raise ValueError(
@@ -90,11 +99,14 @@ def steady_window(
     if not np.all(np.isfinite(x_all)):
         raise ValueError("steady_window: elapsed times contain NaN/inf; drop unparsed iteration lines first")
 
-    keep = it >= first_allowed
-    skipped = int((~keep).sum())
-    it, x = it[keep], x_all[keep]
-    n0 = int(it.size)
-    skip_note = f"{skipped} skipped before iteration {first_allowed} (setup, warmup, capture)"
+    keep = it - span_all + 1 >= first_allowed  # every iteration of the line at or after first_allowed
+    it, x, span = it[keep], x_all[keep], span_all[keep]
+    n0 = int(span.sum())
+    if spans is None or (span_all == 1).all():
+        skip_note = f"{int((~keep).sum())} skipped before iteration {first_allowed} (setup, warmup, capture)"
+    else:
+        skip_note = (f"{int((~keep).sum())} line(s) skipped for covering an iteration before {first_allowed} (setup, "
+                     "warmup, capture)")
     if n0 < min_steady:
         tail = f"; the log ends at iteration {int(iterations[-1])}" if len(iterations) else "; no iteration lines"
         return SteadyWindow(
@@ -103,10 +115,13 @@ def steady_window(
 
     notes: list[str] = []
     start = 0
-    max_trim = n0 // 2  # never trim more than half of the window
+    # lines the trim may take: never more than half of the iterations, and never below min_steady iterations
+    left = np.cumsum(span[::-1])[::-1]  # iterations from each line to the end
+    most = min(int(np.searchsorted(-left, -(n0 - n0 // 2), side="right")),  # trims that keep >= half
+               int(np.searchsorted(-left, -min_steady, side="right"))) - 1  # trims that keep >= min_steady
     while True:
         seg = x[start:]
-        room = min(max_trim - start, seg.size - min_steady)
+        room = most - start
         if room < 1:
             break
         # Long windows: search on block medians, then map the split back to iterations.
@@ -128,7 +143,7 @@ def steady_window(
         big = abs(shift) >= TRANSIENT_MIN_SHIFT and abs(lp - ls) >= TRANSIENT_MIN_SIGMAS * _robust_sd(suf)
         if big and returned <= TRANSIENT_MAX_RETURN * suf.size:
             notes.append(
-                f"trimmed leading transient {_fmt_range(int(it[start]), int(it[start + k - 1]))} "
+                f"trimmed leading transient {_fmt_range(int(it[start] - span[start] + 1), int(it[start + k - 1]))} "
                 f"(median {lp:.1f} ms vs {ls:.1f} ms after, {shift:+.0%})"
             )
             start += k
@@ -140,14 +155,46 @@ def steady_window(
             )
         break
 
-    wit, wx = it[start:], x[start:]
-    n = int(wx.size)
-    half = n // 2
-    h1, h2 = float(np.median(wx[:half])), float(np.median(wx[n - half :]))
-    drift = h2 / h1 - 1.0
-    if abs(drift) >= DRIFT_NOTE:
-        notes.append(f"residual drift: second half {drift:+.0%} vs first half (kept; job-level noise)")
-    head = f"iterations {int(wit[0])}-{int(wit[-1])}: {n} steady, {skip_note}"
+    wit, wx, wspan = it[start:], x[start:], span[start:]
+    n = int(wspan.sum())
+    half = wx.size // 2
+    if half:
+        h1, h2 = float(np.median(wx[:half])), float(np.median(wx[wx.size - half :]))
+        drift = h2 / h1 - 1.0
+        if abs(drift) >= DRIFT_NOTE:
+            notes.append(f"residual drift: second half {drift:+.0%} vs first half (kept; job-level noise)")
+    first = int(wit[0] - wspan[0] + 1)
+    head = f"iterations {first}-{int(wit[-1])}: {n} steady, {skip_note}"
+    if (wspan > 1).any():
+        head += f"; {wx.size} lines, each the mean of the {_fmt_span(wspan)} iterations since the line before"
     return SteadyWindow(
-        int(wit[0]), int(wit[-1]), n, "; ".join([head, *notes]), trimmed=start, median_ms=float(np.median(wx))
+        first, int(wit[-1]), n, "; ".join([head, *notes]), trimmed=start, median_ms=float(np.median(wx))
     )
+
+
+def _fmt_span(span: np.ndarray) -> str:
+    lo, hi = int(span.min()), int(span.max())
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def line_spans(iterations: np.ndarray, start: int = 0) -> np.ndarray:
+    """How many iterations each iteration line covers: its elapsed time and loss are their mean (docs/megatron-facts.md
+    §5.1): those since the line before, at most the log's print interval (a line missing from the log does not widen
+    the next one). Megatron prints at `iteration % log_interval == 0` (Bridge 0.6.2 train_utils.py L1173; MCore 0.19.2
+    training.py L2816), counted from 0, and MCore also after the first iteration of a process (`or
+    is_first_iteration`) without resetting its sums there (L2594 `should_reset = not is_first_iteration`): the next
+    line covers every iteration from the start. `start`: the iteration the training loop started after (0, or the
+    checkpoint a resumed attempt loaded)."""
+    its = np.asarray(iterations, dtype=np.int64)
+    if its.size == 0:
+        return its.copy()
+    gaps = np.diff(its, prepend=start)
+    between = gaps[1:]
+    every = 1
+    if between.size:  # the most common gap between lines, a tie to the later one (logformat.print_interval)
+        values, first_back, counts = np.unique(between[::-1], return_index=True, return_counts=True)
+        every = int(values[np.lexsort((-first_back, counts))[-1]])
+    spans = np.clip(gaps, 1, every)
+    if its.size >= 2 and every > 1 and its[0] % every and not its[1] % every:  # MCore's first line, off the grid
+        spans[1] = max(1, int(its[1]) - start)
+    return spans

@@ -60,6 +60,10 @@ class Correction:
             return float(self.by_cell[run.cell_id])
         return float(estimate) * (self.ratio if self.ratio is not None else 1.0)
 
+    def apply_h(self, planned: Sequence[Any]) -> float:
+        """GPU-hours the given runs still to come will take."""
+        return sum(self.cost(p.run, p.est_gpu_seconds) for p in planned) / 3600.0
+
     def describe(self) -> str:
         if not self.finished or self.ratio is None:
             return "the workload's estimates (no run of this sweep has finished)"

@@ -29,7 +29,7 @@ from graphsweep.layout import SweepPaths
 from graphsweep.fileio import read_json
 
 # Spec keys whose change keeps a sweep the same sweep: they add runs or change where runs go, not what one measures.
-GROWTH_KEYS = ("repeats", "description", "executor", "budget_gpu_hours", "max_runs")
+GROWTH_KEYS = ("repeats", "description", "executor", "budget_gpu_hours", "max_runs", "decide")
 
 
 class SweepOwnedError(ValueError):

@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
-import yaml
 
-from graphsweep.fileio import write_text
+from graphsweep.judge.sequential import Design
 from graphsweep.plan.cost import sweep_cost
 from graphsweep.sweepspec.sweep import Spec
+from graphsweep.store import runfiles
 from graphsweep.store.tables import PLAN_COLUMNS, write_table
 from graphsweep.layout import RunDir, SweepPaths
 from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Violation
 from graphsweep.vocab import BLOCKED, EAGER, GRAPH, PAIR
 from graphsweep.workloads import bridge_check
 from graphsweep.workloads.base import NO_CUDA_HERE, cuda_here, no_cuda_here
-from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE
+from graphsweep.workloads.megatron_bridge import KIND as MEGATRON_BRIDGE, MegatronSpecError
 from graphsweep.workloads.registry import for_run
 
 SUBMIT, VERIFY = "submit", "verify"  # plan.parquet `status`, with BLOCKED (the outcome such a run gets)
@@ -43,6 +43,7 @@ class PlannedRun:
     verify: bool = False  # spec `verify: true`: submitted although preflight blocks it, to confirm the rule
     graph_switch: GraphOverrides | None = None  # what its command sets that eager's does not (the report pastes it)
     gate_margin: float | None = None  # spec `launch_gate: true`, a graph arm: skipped unless a graph can beat 1 + this
+    look: int = 1  # the decision loop's look that first needs this run (1: the first look, always submitted)
 
     @property
     def status(self) -> str:
@@ -73,7 +74,7 @@ def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None 
     results folder) already holds: they ran elsewhere, and re-deriving them here needs no device."""
     mode = spec.preflight
     runs = spec.runs()
-    plans = {r.run_id: for_run(r).launch_plan(r) for r in runs}
+    plans = _launch_plans(spec, runs)
     violations: dict[str, list[Violation]] = {r.run_id: [] for r in runs}
     if mode != "none":
         for r in runs:
@@ -91,15 +92,44 @@ def plan_sweep(spec: Spec, cluster: str | None = None, paths: SweepPaths | None 
                 violations[r.run_id].append(no_cuda_here(where, r))
     verify = spec.verify
     gate = float(spec.margin) if spec.launch_gate and not spec.is_ingest else None
+    design = loop_design(spec)
     return [PlannedRun(r, plans[r.run_id], tuple(violations[r.run_id]), for_run(r).estimate(r), verify,
-                       for_run(r).graph_switch(r), gate if r.arm == GRAPH else None) for r in runs]
+                       for_run(r).graph_switch(r), gate if r.arm == GRAPH else None,
+                       design.look_of(r.repeat) if design else 1) for r in runs]
+
+
+def loop_design(spec: Spec) -> Design | None:
+    """The looks of the sweep's decision loop (judge/sequential.py): the first at the spec's repeats, then one per
+    decide.step jobs per arm, the boundaries spread over decide.horizon. None: no loop (switched off, or ingested)."""
+    if not spec.loops:
+        return None
+    d = spec.decide
+    return Design(first=spec.repeats, step=d.step, horizon=max(d.horizon, spec.repeats))
+
+
+def first_look(planned: Sequence[PlannedRun]) -> list[PlannedRun]:
+    """The runs the sweep submits before its first look: those of look 1, preflight-blocked ones aside."""
+    return [p for p in submitted(planned) if p.look == 1]
+
+
+def _launch_plans(spec: Spec, runs: Sequence[RunSpec]) -> dict[str, LaunchPlan]:
+    """Every run's command; a spec the workload cannot make a command of is a SpecError (one line), not a traceback
+    (the workload's validate refuses what it can name before this)."""
+    plans = {}
+    for r in runs:
+        try:
+            plans[r.run_id] = for_run(r).launch_plan(r)
+        except MegatronSpecError as exc:
+            raise SpecError(spec.path, "workload", spec.workload.get("kind"), f"run {r.run_id}: {exc}") from None
+    return plans
 
 
 def gate_inputs(planned: PlannedRun, plan: Sequence[PlannedRun]) -> list[str]:
-    """The run ids a gated graph run waits for: its shape's eager runs (none when the run is not gated)."""
+    """The run ids a gated graph run waits for: its shape's first-look eager runs (none when the run is not gated)."""
     if planned.gate_margin is None:
         return []
-    return [p.run.run_id for p in plan if p.run.shape_id == planned.run.shape_id and p.run.arm == EAGER and p.submitted]
+    return [p.run.run_id for p in plan if p.run.shape_id == planned.run.shape_id and p.run.arm == EAGER and p.submitted
+            and p.look == 1]
 
 
 def _bridge_verdicts(spec: Spec, runs: Sequence[RunSpec], plans: dict[str, LaunchPlan]) -> dict[str, list[Violation]]:
@@ -138,6 +168,7 @@ def plan_frame(planned: Sequence[PlannedRun]) -> pd.DataFrame:
             graph_overrides=p.graph_switch.to_record() if p.graph_switch else None,
             seed=p.launch.seed,
             est_gpu_seconds=p.est_gpu_seconds,  # kept for blocked runs too: the report shows the GPU time saved
+            look=p.look,
         )
         rec.update({k: settings[k] for k in shape})  # one column per axis
         rows.append(rec)
@@ -154,14 +185,13 @@ def submitted(planned: Sequence[PlannedRun]) -> list[PlannedRun]:
 def write_plan(spec: Spec, planned: Sequence[PlannedRun], out: str | Path) -> pd.DataFrame:
     df = plan_frame(planned)
     write_table(df, out, "plan", extra={"spec": spec.raw, "spec_path": spec.path,
-                                         "extra_repeats": dict(spec.extra_repeats)})
+                                         "decide": spec.decide.to_dict() if spec.loops else None})
     return df
 
 
 def write_run_config(config: PlannedRun | Mapping[str, Any], run: RunDir) -> None:
     """runs/{run_id}/config.yaml, whole or not at all (a temp file renamed over it)."""
-    record = config.config() if isinstance(config, PlannedRun) else dict(config)
-    write_text(run.config, yaml.safe_dump(record, sort_keys=False))
+    runfiles.write_run_config(config.config() if isinstance(config, PlannedRun) else config, run.config)
 
 
 def wall_seconds(p: PlannedRun) -> float:
@@ -172,11 +202,13 @@ def wall_seconds(p: PlannedRun) -> float:
 def check_plan(spec: Spec, planned: Sequence[PlannedRun], spent: Mapping[str, float] | None = None) -> None:
     """What a spec cannot be run with, known once it is planned (check-spec, plan and the workflow all refuse it):
     a run estimated beyond the executor's time limit (it would time out, retried with more time at a GPU's cost),
-    and a sweep whose estimate is over `budget_gpu_hours`: what its finished runs took (`spent`, plan/cost.py
-    spent_of) and the corrected estimate of the rest. Ingested logs submit nothing: no limit applies."""
-    if len(planned) > spec.max_runs:  # sweepspec counts the spec's runs; more-repeats can add some
-        raise SpecError(spec.path, "max_runs", spec.max_runs, f"the sweep plans {len(planned)} runs (with the "
-                        "repeats more-repeats added): split the sweep into several specs, or raise max_runs")
+    and a sweep whose first look is over `budget_gpu_hours`: what its finished runs took (`spent`, plan/cost.py
+    spent_of) and the corrected estimate of the rest of the first look (the decision loop adds rounds only while they
+    fit decide.gpu_hours, itself at most the budget). Ingested logs submit nothing: no limit applies."""
+    if len(planned) > spec.max_runs:
+        raise SpecError(spec.path, "max_runs", spec.max_runs, f"the sweep plans {len(planned)} runs (every cell to "
+                        f"{spec.planned_repeats} repeats, the decision loop's budget): split the sweep into several "
+                        "specs, lower decide.max_repeats, or raise max_runs")
     if not spec.is_ingest and not measurable_cells(planned):
         raise NothingToMeasure(spec, planned)
     sub = submitted(planned)
@@ -190,13 +222,15 @@ def check_plan(spec: Spec, planned: Sequence[PlannedRun], spent: Mapping[str, fl
                         f"run {worst.run.run_id} is estimated at {wall_seconds(worst) / 60:.1f} min "
                         f"({worst.est_gpu_seconds:.0f} GPU-s on {worst.launch.gpus} GPU(s)), beyond the time limit: it "
                         f"would time out; raise executor.timeout_min to at least {need} or lower iterations")
-    cost = sweep_cost(sub, spent or {})
+    spent = spent or {}
+    first = [p for p in sub if p.look == 1 or p.run.run_id in spent]
+    cost = sweep_cost(first, spent)
     budget = float(spec.budget_gpu_hours)
     if cost.total_h > budget:
         raise SpecError(spec.path, "budget_gpu_hours", spec.budget_gpu_hours,
-                        f"the sweep is estimated at {cost.total_h:,.1f} GPU-hours ({len(sub)} runs to submit; "
-                        f"{cost.correction.describe()}), over its budget: raise budget_gpu_hours, or drop shapes, "
-                        "variants or repeats")
+                        f"the sweep's first look is estimated at {cost.total_h:,.1f} GPU-hours ({len(first)} runs to "
+                        f"submit; {cost.correction.describe()}), over its budget: raise budget_gpu_hours, or drop "
+                        "shapes, variants or repeats")
 
 
 def _runs_somewhere(p: PlannedRun) -> bool:
@@ -232,15 +266,21 @@ class NothingToMeasure(SpecError):
 
 
 def dry_run_summary(planned: Sequence[PlannedRun], spent: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """The dry run's counts and GPU-hours (spent by the sweep's finished runs, plus the corrected estimate of the
-    rest: plan/cost.py)."""
+    """The dry run's counts and GPU-hours: the first look (spent by the sweep's finished runs, plus the corrected
+    estimate of the rest: plan/cost.py), and the most the decision loop may add after it."""
+    spent = spent or {}
     sub = submitted(planned)
-    cost = sweep_cost(sub, spent or {})
+    first = [p for p in sub if p.look == 1 or p.run.run_id in spent]
+    later = [p for p in sub if p not in first]
+    cost = sweep_cost(first, spent)
+    looked = [p for p in planned if p.look == 1]
     return {
-        "runs": len(planned),
-        "to_submit": len(sub),
-        "blocked": len(planned) - len(sub),
+        "runs": len(looked),
+        "to_submit": len(first),
+        "blocked": sum(not p.submitted for p in looked),
         "gpu_hours": round(cost.total_h, 3),
         "spent_gpu_hours": round(cost.spent_s / 3600.0, 3),
         "estimate": cost.correction.describe(),
+        "loop_runs": len(later),
+        "loop_gpu_hours": round(cost.correction.apply_h(later), 3),
     }

@@ -1,13 +1,10 @@
-"""What each cell's graph runs held, in the report's words (comparison.parquet `graphs_captured`)."""
+"""What each cell's graph runs held (comparison.parquet `graphs_captured`): the report's `graphs` column."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from graphsweep.report.data import as_number, is_control
-
-GRAPHS_TITLE = ("CUDA graphs the cell's graph runs captured (graphed layers for TE scopes, 1 for a full-iteration "
-                "graph, +1 for the optimizer's), the fewest of its runs; 0: it trained eager")
 
 
 def graphs_held(row: Any) -> str:

@@ -38,6 +38,7 @@ class SweepTables:
     confidence: float
     sweep: str
     description: str = ""
+    continue_command: str = ""  # the one command that continues the sweep (comparison metadata, the decision loop)
 
 
 def _extra(path: Path) -> dict[str, Any]:
@@ -56,6 +57,9 @@ def load_tables(plan: Path, runs: Path, iterations: Path, comparison: Path) -> S
     for col in ("run_id", "iteration", "elapsed_ms"):
         if col not in it.columns:
             it[col] = pd.Series(dtype=float)
+    if "look" in p.columns:  # the runs the sweep asked for: its first look's, and those its loop added (that ran)
+        ran = set(r.run_id) | (set(r.pair_id.dropna()) if "pair_id" in r.columns else set())
+        p = p[(p["look"] <= 1) | p.run_id.isin(ran)].reset_index(drop=True)
     axes = [col for col in p.columns if col not in PLAN_COLUMNS]
     cx = _extra(Path(comparison))
     spec = _extra(Path(plan)).get("spec", {}) or {}
@@ -69,6 +73,7 @@ def load_tables(plan: Path, runs: Path, iterations: Path, comparison: Path) -> S
     return SweepTables(
         plan=p, runs=r, iterations=it, comparison=c.reset_index(drop=True), axes=axes, margin=float(margin),
         confidence=1 - float(alpha), sweep=str(sweep), description=str(spec.get("description") or ""),
+        continue_command=str(cx.get("continue_command") or ""),
     )  # fmt: skip
 
 

@@ -1,10 +1,10 @@
 """Where a sweep's GPU-hours went: start-up, warmup and capture, the steady windows, teardown, and the share of the
-sweep that measured something; a section of both reports, from runs.parquet's time_*/gpu_* columns
-(graphsweep/store/timeparts.py; docs/tables.md says how each is derived and how precise it is)."""
+sweep that measured something; from runs.parquet's time_*/gpu_* columns (graphsweep/store/timeparts.py; docs/tables.md
+says how each is derived and how precise it is). Numbers only: report/words.py names the parts.
+"""
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,8 +12,10 @@ import pandas as pd
 
 from graphsweep.store.tables import RUN_TIME_COLUMNS
 
-TITLE = "Where the GPU-hours went"
 H = 1 / 3600.0
+# The parts of a run's GPU time, in the order a run goes (words.GPU_PARTS names them)
+STARTUP, WARMUP, STEADY, STEADY_UNUSABLE, AFTER, UNTIMED, TEARDOWN, UNSPLIT, UNKNOWN = (
+    "startup", "warmup", "steady", "steady_unusable", "after", "untimed", "teardown", "unsplit", "unknown")
 
 
 @dataclass
@@ -22,7 +24,7 @@ class GpuTime:
 
     runs: int = 0  # runs with a job wall time: the parts below are theirs
     total_h: float = 0.0  # their GPU-hours (runs.parquet gpu_seconds): the report's "spent"
-    parts: list[tuple[str, float]] = field(default_factory=list)  # (what, GPU-hours), in the order a run goes
+    parts: list[tuple[str, float, int]] = field(default_factory=list)  # (part, GPU-hours, its runs), in run order
     measured_h: float = 0.0  # steady windows of runs whose measurement is usable
     measured_runs: int = 0
     stamped_runs: int = 0  # runs split at their iteration lines' time stamps
@@ -53,77 +55,23 @@ def gpu_time(runs: pd.DataFrame) -> GpuTime:
     unsplit = walled[pd.to_numeric(walled["gpu_startup_s"], errors="coerce").isna()]
     unknown = unsplit[pd.to_numeric(unsplit["gpu_outside_s"], errors="coerce").isna()]
     parts = [
-        ("start-up: job start to the first iteration", _sum(split, "gpu_startup_s")),
-        ("warmup and capture: iterations before the steady window", _sum(walled, "gpu_warmup_s")),
-        ("steady windows: what the verdicts measured", _sum(walled[usable], "gpu_steady_s")),
-        ("steady windows of runs with no usable measurement", _sum(walled[~usable], "gpu_steady_s")),
-        ("iterations after the steady window", _sum(walled, "gpu_after_s")),
-        ("inside the loop, in no iteration's elapsed time (evaluation, checkpoints)", _sum(split, "gpu_untimed_s")),
-        ("teardown: the last iteration's end to the job's end", _sum(split, "gpu_teardown_s")),
-        (f"start-up and teardown, not split ({len(unsplit) - len(unknown)} runs: pair jobs, iteration lines without "
-         "time stamps)", _sum(unsplit, "gpu_outside_s")),
+        (STARTUP, _sum(split, "gpu_startup_s"), len(split)),
+        (WARMUP, _sum(walled, "gpu_warmup_s"), len(walled)),
+        (STEADY, _sum(walled[usable], "gpu_steady_s"), int(usable.sum())),
+        (STEADY_UNUSABLE, _sum(walled[~usable], "gpu_steady_s"), int((~usable).sum())),
+        (AFTER, _sum(walled, "gpu_after_s"), len(walled)),
+        (UNTIMED, _sum(split, "gpu_untimed_s"), len(split)),
+        (TEARDOWN, _sum(split, "gpu_teardown_s"), len(split)),
+        (UNSPLIT, _sum(unsplit, "gpu_outside_s"), len(unsplit) - len(unknown)),
     ]
     total = float(cost.sum()) * H
-    rest = total - sum(h for _, h in parts)
+    rest = total - sum(h for _, h, _ in parts)
     if len(unknown):
-        parts.append((f"not split: {len(unknown)} runs whose iterations do not fit their job's wall time", rest))
+        parts.append((UNKNOWN, rest, len(unknown)))
     return GpuTime(
-        runs=len(walled), total_h=total, parts=[(k, h) for k, h in parts if round(h, 4)],
+        runs=len(walled), total_h=total, parts=[p for p in parts if round(p[1], 4)],
         measured_h=parts[2][1], measured_runs=int(usable.sum()), stamped_runs=len(split),
         no_wall_runs=len(no_wall),
         no_wall_loop_h=sum(_sum(no_wall, c) for c in ("gpu_warmup_s", "gpu_steady_s", "gpu_after_s")),
         no_wall_steady_h=_sum(no_wall, "gpu_steady_s"),
     )  # fmt: skip
-
-
-def _share(h: float, total: float) -> str:
-    return f"{h / total:.1%}" if total else "—"
-
-
-def _sentences(g: GpuTime) -> list[str]:
-    out = []
-    if g.runs:
-        out.append(f"{_share(g.measured_h, g.total_h)} of the sweep's {g.total_h:.3f} GPU-hours measured something: "
-                   f"the steady windows of {g.measured_runs} of its {g.runs} runs.")
-        if g.stamped_runs:
-            out.append(f"Start-up and teardown of {g.stamped_runs} runs are split at their first iteration line's time "
-                       "stamp (±1 s per run); the iterations' parts are their elapsed times.")
-    if g.no_wall_runs:
-        out.append(f"{g.no_wall_runs} runs have no job wall time (ingested logs) and are not in the table: their "
-                   f"iterations took {g.no_wall_loop_h:.3f} GPU-hours, {g.no_wall_steady_h:.3f} of them in steady "
-                   "windows.")
-    return out
-
-
-def render_markdown(g: GpuTime) -> list[str]:
-    """The section of report.md (lines), empty when no run ran."""
-    if g.missing:
-        return [f"**{TITLE}**: runs.parquet has no time_* columns (written by an older graphsweep): "
-                "`snakemake --forcerun aggregate` adds them.", ""]
-    if not g.runs and not g.no_wall_runs:
-        return []
-    out = [f"**{TITLE}**", ""]
-    if g.runs:
-        out += ["| part | GPU-hours | share |", "|---|---:|---:|"]
-        out += [f"| {what} | {h:.3f} | {_share(h, g.total_h)} |" for what, h in g.parts]
-        out += [f"| total ({g.runs} runs) | {g.total_h:.3f} | 100% |", ""]
-    return out + [" ".join(_sentences(g)), ""]
-
-
-def render_html(g: GpuTime) -> str:
-    """The section of report.html, empty when no run ran."""
-    if g.missing:
-        return (f"<h2>{TITLE}</h2><p class='note'>runs.parquet has no time_* columns (written by an older graphsweep): "
-                "<code>snakemake --forcerun aggregate</code> adds them.</p>")
-    if not g.runs and not g.no_wall_runs:
-        return ""
-    table = ""
-    if g.runs:
-        rows = "".join(f"<tr><td>{html.escape(what, quote=False)}</td><td class='num'>{h:.3f}</td>"
-                       f"<td class='num'>{_share(h, g.total_h)}</td></tr>" for what, h in g.parts)
-        rows += (f"<tr><td><b>total</b> ({g.runs} runs)</td><td class='num'><b>{g.total_h:.3f}</b></td>"
-                 "<td class='num'>100%</td></tr>")
-        table = ("<table class='costs' id='gpu-time' style='width:auto;min-width:420px'><thead><tr><th>part</th>"
-                 f"<th class='num'>GPU-hours</th><th class='num'>share</th></tr></thead><tbody>{rows}</tbody></table>")
-    note = "".join(f"{html.escape(s, quote=False)} " for s in _sentences(g)).strip()
-    return f"<h2>{TITLE}</h2>{table}<p class='note'>{note}</p>"

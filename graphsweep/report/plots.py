@@ -1,19 +1,24 @@
-"""The report's plots: matplotlib (Agg) drawn as inline SVG, deterministic for the same tables.
+"""The report's plots: matplotlib (Agg) drawn as inline SVG, deterministic for the same tables (the element ids of
+each figure are numbered per report, so the same tables give the same page).
+
+Text in a plot is a name from a spec or a table: its control characters are spelled out and a `$` is a dollar sign,
+never the start of matplotlib's math text (`label`).
 """
 
 from __future__ import annotations
 
-import html
 import io
+import itertools
 import math
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import matplotlib
 import numpy as np
 import pandas as pd
+from markupsafe import Markup, escape
 
 matplotlib.use("Agg", force=True)  # files only: no display, and the same on every machine
 import matplotlib.pyplot as plt  # noqa: E402
@@ -21,12 +26,11 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from graphsweep.judge import prose
 from graphsweep.report.data import SweepTables, as_number, id_list, is_control
-from graphsweep.report.shapes import shape_axes, shapes, varying_axes
-from graphsweep.report.text import cell_label, fmt_value, memory_figure
+from graphsweep.report.shapes import shape_axes, varying_axes
+from graphsweep.report.words import cell_label, memory_figure
 from graphsweep.report.colours import VERDICT_COLORS
-from graphsweep.vocab import AA, EAGER, GRAPH, INCONCLUSIVE, NEUTRAL, OOM, SLOWDOWN, SPEEDUP, USABLE_OUTCOMES
-
-
+from graphsweep.textsafe import spelled
+from graphsweep.vocab import AA, EAGER, GRAPH, OOM, USABLE_OUTCOMES
 
 EAGER_COLOR, GRAPH_COLOR = "#0969da", "#e16f24"
 
@@ -36,7 +40,15 @@ MEMORY_CAP = 60  # cells in the memory chart
 
 _TRACE_POINTS = 300  # points per trace line (longer runs are thinned with a stride)
 
-_svg_counter = iter(range(1, 1_000_000))
+
+def figure_ids() -> Iterator[int]:
+    """The numbers of one report's figures (each report starts at 1: the same tables give the same page)."""
+    return itertools.count(1)
+
+
+def plot_text(text: Any) -> str:
+    """A name as plot text: control characters spelled out, `$` a dollar sign (not matplotlib's math text)."""
+    return spelled(str(text)).replace("$", r"\$")
 
 
 def _plt() -> Any:
@@ -62,8 +74,9 @@ def _plt() -> Any:
     return plt
 
 
-def _svg(fig: Any, css_class: str, label: str) -> str:
-    """The figure as inline SVG: no XML prologue, no namespace URLs, ids unique within the page."""
+def _svg(fig: Any, css_class: str, aria: str, ids: Iterator[int]) -> Markup:
+    """The figure as inline SVG: no XML prologue, no namespace URLs, ids unique within the page. matplotlib writes
+    its text XML-escaped; the page takes the SVG as it is."""
     plt = _plt()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight", pad_inches=0.05)
@@ -72,13 +85,13 @@ def _svg(fig: Any, css_class: str, label: str) -> str:
     svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
     svg = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg)
-    n = next(_svg_counter)
+    n = next(ids)
     svg = re.sub(r'\bid="([^"]+)"', rf'id="f{n}-\1"', svg)
     svg = re.sub(r"url\(#([^)]+)\)", rf"url(#f{n}-\1)", svg)
     svg = re.sub(r'href="#([^"]+)"', rf'href="#f{n}-\1"', svg)
     # Scale with the page: keep the viewBox, drop the fixed size.
     svg = re.sub(r'<svg([^>]*?)\swidth="([\d.]+)pt"\sheight="([\d.]+)pt"', _svg_size, svg, count=1)
-    return svg.replace("<svg", f'<svg class="plot {css_class}" role="img" aria-label="{html.escape(label)}"', 1)
+    return Markup(svg.replace("<svg", f'<svg class="plot {css_class}" role="img" aria-label="{escape(aria)}"', 1))
 
 
 def _svg_size(m: re.Match[str]) -> str:
@@ -86,17 +99,17 @@ def _svg_size(m: re.Match[str]) -> str:
     return f'<svg{m.group(1)} style="max-width:{w:.0f}px" width="100%"'
 
 
-def speedup_bars_svg(t: SweepTables) -> str:
+def speedup_bars_svg(t: SweepTables, ids: Iterator[int]) -> Markup:
     """Speedup with its interval per cell (sweeps with fewer than two varying axes): one panel per variant with a bar
     per shape, or, for a sweep of one shape, one panel with a bar per variant."""
     plt = _plt()
     c = t.comparison[t.comparison.variant != AA]
     variants = list(dict.fromkeys(c.variant))
     if not variants:
-        return ""
+        return Markup("")
     axes = shape_axes(t)
     if c.shape_id.nunique() == 1:
-        panels = [(cell_label(c.iloc[0], axes), c, lambda r: str(r.variant))]
+        panels = [(cell_label(c.iloc[0], axes), c, lambda r: str(r.variant))]  # fmt: skip
     else:
         panels = [(str(v), c[c.variant == v], lambda r: cell_label(r, axes) or str(r.shape_id)) for v in variants]
     rows_max = max(len(sub) for _, sub, _ in panels)
@@ -116,106 +129,19 @@ def speedup_bars_svg(t: SweepTables) -> str:
             col = VERDICT_COLORS.get(r.verdict, "#24292f")
             s, lo, hi = as_number(r.speedup), as_number(r.ci_low), as_number(r.ci_high)
             if s is None:
-                ax.text(1.0, yi, f" {r.verdict}", va="center", ha="center", fontsize=7.5, color=col, fontweight="bold")
+                ax.text(1.0, yi, f" {plot_text(r.verdict)}", va="center", ha="center", fontsize=7.5, color=col, fontweight="bold")
                 continue
             ax.barh(yi, s - 1.0, left=1.0, height=0.6, color=col, alpha=0.85)
             if lo is not None and hi is not None:
                 ax.errorbar(s, yi, xerr=[[s - lo], [hi - s]], fmt="none", ecolor="#24292f", elinewidth=1, capsize=2)
-        ax.set_yticks(y, [label(r) for _, r in sub.iterrows()])
-        ax.set_title(title, loc="left", fontweight="bold")
+        ax.set_yticks(y, [plot_text(label(r)) for _, r in sub.iterrows()])
+        ax.set_title(plot_text(title), loc="left", fontweight="bold")
         ax.set_xlim(lo_x, hi_x)
         ax.set_xlabel("speedup (eager / graph), bar = median, whisker = interval")
     for ax in list(axs.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
-    return _svg(fig, "speedup-bars", "speedup per cell and variant")
-
-
-def _heat_color(s: float | None, verdict: str, margin: float) -> tuple[str, str]:
-    """(background, text colour) of a heatmap cell: green for faster, red for slower, by log ratio.
-
-    A decided speedup/slowdown is always clearly coloured; neutral and inconclusive cells stay pale,
-    so the colour never claims more than the verdict.
-    """
-    if s is None:
-        return VERDICT_COLORS.get(verdict, "#24292f"), "#ffffff"
-    x = min(1.0, abs(math.log(s)) / math.log(1.5)) ** 0.7  # saturates at 1.5x either way
-    a = 0.45 + 0.55 * x if verdict in (SPEEDUP, SLOWDOWN) else 0.22 * x
-    base = (26, 127, 55) if s >= 1 else (207, 34, 46)
-    r, g, b = (round(255 + (c - 255) * a) for c in base)
-    return f"#{r:02x}{g:02x}{b:02x}", "#ffffff" if a > 0.5 else "#1f2328"
-
-
-def heat_square(t: SweepTables, r: pd.Series | None) -> str:
-    """One cell as a coloured square linking to its row ('·' where the grid has no such cell)."""
-    if r is None:
-        return '<td class="hm-empty">·</td>'
-    s = as_number(r.speedup)
-    bg, fg = _heat_color(s, r.verdict, t.margin)
-    main = prose.speedup_text(r, ci=False) if s is not None else html.escape(r.verdict)
-    ci = prose.ci_text(r)
-    sub_txt = html.escape(r.verdict) if s is not None else ""
-    ring = ""
-    if r.verdict in (NEUTRAL, INCONCLUSIVE):  # undecided: a ring in the verdict colour
-        ring = f";box-shadow:inset 0 0 0 2px {VERDICT_COLORS[r.verdict]}"
-    return (
-        f'<td class="hm v-{html.escape(r.verdict)}" style="background:{bg};color:{fg}{ring}" title="{html.escape(str(r.reason or ""))}">'
-        f'<a href="#{cell_anchor(r.cell_id)}" style="color:{fg}"><b>{main}</b>'
-        f'<span class="hm-ci">{ci}</span><span class="hm-v">{sub_txt}</span></a></td>'
-    )
-
-
-def shape_grid_html(t: SweepTables, axes: list[str]) -> str:
-    """Speedup of every cell: one row per shape (its axis values in the first columns), one column per variant."""
-    c = t.comparison[t.comparison.variant != AA]
-    variants = list(dict.fromkeys(c.variant))
-    sids = list(dict.fromkeys([*shapes(t).get("shape_id", []), *c.shape_id]))
-    by = {(r.shape_id, r.variant): r for _, r in c.iterrows()}
-    first = {sid: g.iloc[0] for sid, g in c.groupby("shape_id", sort=False)}
-    head = "".join(f'<th class="hm-axis">{html.escape(a)}</th>' for a in axes) or '<th class="hm-axis">shape</th>'
-    head += "".join(f"<th>{html.escape(str(v))}</th>" for v in variants)
-    body = []
-    for sid in sids:
-        if sid not in first:  # a shape without a graph cell (only an A/A control)
-            continue
-        row = first[sid]
-        ths = "".join(f'<th class="hm-y">{html.escape(fmt_value(row.get(a)))}</th>' for a in axes) or \
-            f'<th class="hm-y">{html.escape(str(sid))}</th>'
-        body.append(f"<tr>{ths}{''.join(heat_square(t, by.get((sid, v))) for v in variants)}</tr>")
-    return (f'<div class="hm-wrap"><table class="heatmap shape-grid" id="shapes-by-variants"><thead><tr>{head}</tr>'
-            f"</thead><tbody>{''.join(body)}</tbody></table></div>")
-
-
-def heatmaps_html(t: SweepTables, varying: list[str]) -> str:
-    """Speedup over the first two varying axes, one grid per variant (and per value of any further axis)."""
-    c = t.comparison[t.comparison.variant != AA]
-    ya, xa = varying[0], varying[1]
-    rest = varying[2:]
-    xs = list(dict.fromkeys(c[xa].map(value_key)))
-    ys = list(dict.fromkeys(c[ya].map(value_key)))
-    blocks = []
-    for variant in dict.fromkeys(c.variant):
-        sub = c[c.variant == variant]
-        groups = sub.groupby([sub[a].map(value_key) for a in rest], sort=False) if rest else [((), sub)]
-        for key, g in groups:
-            key = key if isinstance(key, tuple) else (key,)
-            title = html.escape(str(variant))
-            facet = ", ".join(f"{a}={k}" for a, k in zip(rest, key) if k)  # an unset axis: nothing to say
-            by = {(value_key(r[ya]), value_key(r[xa])): r for _, r in g.iterrows()}
-            head = "".join(f"<th>{html.escape(x)}</th>" for x in xs)
-            body = []
-            for yv in ys:
-                tds = []
-                for xv in xs:
-                    tds.append(heat_square(t, by.get((yv, xv))))
-                body.append(f'<tr><th class="hm-y">{html.escape(yv)}</th>{"".join(tds)}</tr>')
-            blocks.append(
-                f'<div class="hm-block"><div class="hm-title">{title}'
-                + (f' <span class="muted">{html.escape(facet)}</span>' if facet else "")
-                + f'</div><table class="heatmap"><thead><tr><th class="hm-corner">{html.escape(ya)} \\ {html.escape(xa)}</th>'
-                f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-            )
-    return f'<div class="hm-wrap">{"".join(blocks)}</div>'
+    return _svg(fig, "speedup-bars", "speedup per cell and variant", ids)
 
 
 def cell_name(t: SweepTables, row: pd.Series) -> str:
@@ -223,19 +149,11 @@ def cell_name(t: SweepTables, row: pd.Series) -> str:
     when the sweep has one shape)."""
     axes = varying_axes(t)
     if not axes:
-        return str(row.variant)
-    return f"{cell_label(row, axes) or row.shape_id} · {row.variant}"
+        return plot_text(row.variant)
+    return plot_text(f"{cell_label(row, axes) or row.shape_id} · {row.variant}")
 
 
-def value_key(v: Any) -> str:
-    return fmt_value(v)
-
-
-def cell_anchor(cell_id: Any) -> str:
-    return "cell-" + re.sub(r"[^A-Za-z0-9_.-]", "_", str(cell_id))
-
-
-def memory_svg(t: SweepTables, cap: int = MEMORY_CAP) -> tuple[str, int, int]:
+def memory_svg(t: SweepTables, ids: Iterator[int], cap: int = MEMORY_CAP) -> tuple[Markup, int, int]:
     """Peak memory after capture, eager vs graph, one pair of bars per cell; (svg, cells drawn, cells with data)."""
     plt = _plt()
     c = t.comparison[t.comparison.variant != AA]
@@ -246,7 +164,7 @@ def memory_svg(t: SweepTables, cap: int = MEMORY_CAP) -> tuple[str, int, int]:
     n_data = len(rows)
     rows = rows[:cap]
     if not rows:
-        return "", 0, 0
+        return Markup(""), 0, 0
     n = len(rows)
     fig, ax = plt.subplots(figsize=(9.5, 0.55 + 0.3 * n))
     y = np.arange(n)[::-1]
@@ -257,7 +175,7 @@ def memory_svg(t: SweepTables, cap: int = MEMORY_CAP) -> tuple[str, int, int]:
     ax.barh(y - 0.19, [v or 0 for v in g], height=0.36, color=GRAPH_COLOR, label=GRAPH)
     for yi, r, ev, gv in zip(y, rows, e, g):
         if gv is None:
-            note = "graph: " + ("OOM" if r.verdict == OOM else r.verdict)
+            note = "graph: " + ("OOM" if r.verdict == OOM else plot_text(r.verdict))
             color = VERDICT_COLORS.get(r.verdict, "#24292f")
             ax.text(top * 0.01, yi - 0.19, note, va="center", fontsize=7.5, color=color, fontweight="bold")
         d = as_number(r.get("mem_delta_gb"))
@@ -266,9 +184,9 @@ def memory_svg(t: SweepTables, cap: int = MEMORY_CAP) -> tuple[str, int, int]:
             ax.text(max(ev, gv or 0) + top * 0.01, yi, label, va="center", fontsize=7.5, color="#57606a")
     ax.set_yticks(y, [cell_name(t, r) for r in rows])
     ax.set_xlim(0, top * 1.22)
-    ax.set_xlabel(f"{memory_figure(t)} (GB)")
+    ax.set_xlabel(plot_text(f"{memory_figure(t)} (GB)"))
     fig.tight_layout()
-    return _svg(fig, "memory-bars", f"{memory_figure(t)}, eager vs graph per cell"), len(rows), n_data
+    return _svg(fig, "memory-bars", f"{memory_figure(t)}, eager vs graph per cell", ids), len(rows), n_data
 
 
 @dataclass
@@ -315,7 +233,7 @@ def _traces_for(
     return out
 
 
-def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
+def traces_svg(t: SweepTables, ids: Iterator[int], cap: int = TRACE_CAP) -> tuple[Markup, int, int]:
     """Iteration time of every run of both arms per cell (thin lines); (svg, cells drawn, cells with data)."""
     plt = _plt()
     it = t.iterations.dropna(subset=["elapsed_ms"])
@@ -338,7 +256,7 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
     n_data = len(cells)
     cells = cells[:cap]
     if not cells:
-        return "", 0, 0
+        return Markup(""), 0, 0
     ncol = 4 if len(cells) >= 4 else len(cells)
     nrow = math.ceil(len(cells) / ncol)
     fig, axs = plt.subplots(nrow, ncol, figsize=(3.35 * ncol, 0.35 + 1.95 * nrow), squeeze=False)
@@ -376,7 +294,7 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
                 ax.plot([a, b], [0.03 + 0.05 * k] * 2, transform=ax.get_xaxis_transform(), color=col, lw=3,
                         solid_capstyle="butt", alpha=0.7)  # fmt: skip
         ax.set_ylim(0, top * 1.04)
-        verdict = str(row.verdict)
+        verdict = plot_text(row.verdict)
         ax.set_title(textwrap.fill(cell_name(t, row), 46), loc="left", fontsize=8, pad=12)
         ax.text(0.0, 1.01, f"{verdict}  {prose.speedup_text(row, ci=False) if as_number(row.get('speedup')) else ''}",
                 transform=ax.transAxes, fontsize=7.5, color=VERDICT_COLORS.get(verdict, "#24292f"),
@@ -390,4 +308,4 @@ def traces_svg(t: SweepTables, cap: int = TRACE_CAP) -> tuple[str, int, int]:
     for ax in list(axs.flat)[len(cells) :]:
         ax.axis("off")
     fig.tight_layout(h_pad=0.8, w_pad=0.6)
-    return _svg(fig, "traces", "iteration time per run, eager and graph arms"), len(cells), n_data
+    return _svg(fig, "traces", "iteration time per run, eager and graph arms", ids), len(cells), n_data

@@ -10,11 +10,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from graphsweep.records import GraphOverrides
 from graphsweep.report.data import SweepTables
-from graphsweep.report.text import fmt_value
+
+
+def fmt_value(v: Any) -> str:
+    """An axis value as the reader typed it; '' for a value the shape does not set (None, NaN)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return "+".join(map(str, v))
+    return str(v)
 
 
 def shapes(t: SweepTables) -> pd.DataFrame:

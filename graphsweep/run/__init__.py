@@ -1,13 +1,16 @@
 """Stage: run. Each planned run becomes one job (submitit: local or Slurm), waited for and recorded in run.json.
 
-    runrule     the run rule's steps: config and launch gate, submit or reattach, the one transient retry, run.json
-    submit      a job's Slurm parameters, sbatch and side file, its result; the local executor's job
-    watch       waiting: one loop for every Slurm job of a controller (Fleet), or one process per run (SlurmWaiter)
-    executor    the graphsweep Snakemake executor: every run rule job of a sweep, waited for in the controller
-    slurmstate  one shared, rate-limited sacct for every waiting run
-    process     processes named by host, pid and start time
-    job         inside the job: the training command (srun / container / ABBA driver) and its facts
-    abba        the pair job's driver (python -m graphsweep.run.abba)
+    runrule     the run's sequence, written once: begin, submit or reattach, result, one transient retry, finish;
+                and its local driver (the run rule's own process, a local job)
+    executor    the graphsweep Snakemake executor: the sequence of every run on Slurm, driven from one loop of the
+                controller, and the parse of every finished run in the controller
+    watch       that loop: every Slurm job in flight, polled at once (Fleet); what one job's records mean (JobWatch)
+    slurm       what Slurm says: sacct (one rate-limited call for all jobs), squeue, scancel, a job's result
+    submit      a run's Slurm job: its settings, sbatch, its side file (job.json)
+    local       a run's local job: a child process, stopped with its waiter; an earlier one known gone first
+    sbatch      what a run asks sbatch for, and which sbatch failures pass
+    gate        the launch gate: a graph arm no graph can speed up is not run
+    process     processes named by host, pid and start time; a process tree stopped
     ingest      runs from logs that already exist: nothing submitted
     controller  the Snakemake process that holds a sweep, and what it says when the sweep ends or stops
 """

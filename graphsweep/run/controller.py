@@ -179,9 +179,13 @@ def resume_command(argv: Sequence[str] | None = None, cwd: str | None = None) ->
 
 
 def how_to_resume(paths: SweepPaths, argv: Sequence[str] | None = None, cwd: str | None = None,
-                  run_ids: Sequence[str] = (), pairs: Sequence[str] = ()) -> str:
+                  run_ids: Sequence[str] = (), pairs: Sequence[str] = (), problem: str | None = None) -> str:
     """The last line of a sweep that stopped early. When a file the jobs read is damaged (what a failed job met),
-    it names the file and its fix first: resuming before that would fail the same way."""
+    or `problem` says what else stops every job (a full disk: smk.room_problem), it names that and its fix first:
+    resuming before that would fail the same way."""
+    if problem:
+        return (f"graphsweep: sweep '{paths.sweep}' stopped: {problem}; then carry on (finished runs and the last "
+                f"good tables are kept): {resume_command(argv, cwd)}")
     try:
         check_sweep(paths, run_ids, pairs, full=True)
     except UnusableFile as exc:

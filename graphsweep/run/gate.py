@@ -14,7 +14,7 @@ import datetime as dt
 import socket
 import statistics
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from graphsweep import logformat as lf
 from graphsweep.entry.gpu_busy import launch_bound
@@ -22,8 +22,10 @@ from graphsweep.fileio import write_json, write_text
 from graphsweep.judge.centre import centre_ms
 from graphsweep.store.runfiles import read_summary
 from graphsweep.layout import RunDir
-from graphsweep.records import GateDecision, LaunchPlan
+from graphsweep.records import GateDecision, LaunchPlan, RunRecord
 from graphsweep.vocab import USABLE_OUTCOMES
+
+LAUNCH_GATE = "launch-gate"  # run.json `executor` of a graph arm the gate skipped: no job ran
 
 
 def decide(eager_summaries: Sequence[Path], margin: float) -> GateDecision:
@@ -39,13 +41,12 @@ def decide(eager_summaries: Sequence[Path], margin: float) -> GateDecision:
     return GateDecision(ceiling, share, len(ok), margin)
 
 
-def record_skipped(run: RunDir, run_id: str, plan: LaunchPlan, decision: GateDecision) -> dict[str, Any]:
+def record_skipped(run: RunDir, run_id: str, plan: LaunchPlan, decision: GateDecision) -> RunRecord:
     """A graph arm the gate skipped: its run.json says that no job ran (no GPU-second spent) and holds the decision
     (`gate`); its log only points there."""
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     write_text(run.log, lf.GATE_SKIPPED + "\n")
-    record = {"run_id": run_id, "executor": "launch-gate", "job_id": None, "attempt": 1, "state": None,
-              "exit_code": None, "command": plan.shell(), "host": socket.gethostname(), "start_utc": now,
-              "end_utc": now, "wall_s": 0.0, "gpu_seconds": 0.0, "provenance": {}, "gate": decision.to_dict()}
-    write_json(run.run_json, record)
+    record = RunRecord(run_id, LAUNCH_GATE, command=plan.shell(), host=socket.gethostname(), start_utc=now,
+                       end_utc=now, wall_s=0.0, gpu_seconds=0.0, gate=decision)  # fmt: skip
+    write_json(run.run_json, record.to_dict())
     return record

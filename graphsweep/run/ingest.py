@@ -16,9 +16,12 @@ rule). The spec-time checks of the source block are graphsweep/sweepspec/source.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -27,10 +30,11 @@ from graphsweep import logformat as lf
 from graphsweep import provenance
 from graphsweep.sweepspec.source import MATCH_TIMEOUT_S, group_name
 from graphsweep.sweepspec.sweep import Spec
-from graphsweep.store.archive import sha256_file
-from graphsweep.fileio import write_json
+from graphsweep.fileio import UnusableFile, replacing, write_json
+from graphsweep.records import RunRecord
 from graphsweep.layout import RunDir
-from graphsweep.vocab import AA, CONTROL, EAGER
+from graphsweep.textsafe import for_terminal
+from graphsweep.vocab import AA, CONTROL, EAGER, INGEST
 
 
 class IngestError(ValueError):
@@ -63,6 +67,7 @@ class LogMap:
     ignored: list[str]  # files that do not match the pattern
     excluded: list[str]  # files of shapes the spec excludes
     seed: int | None = None  # source.seed: the training seed of the logs that print none
+    root: Path | None = None  # source.logs, resolved: the only folder a log is read from
 
     def input_files(self, wildcards: Any) -> list[str]:
         """Snakemake input function of rules/ingest.smk: the files of wildcards.run_id."""
@@ -94,13 +99,41 @@ def unseeded_note(logmap: LogMap, spec_path: str | Path) -> str | None:
             "their loss parity is unchecked and a speedup of theirs reads unverified; set source.seed in the spec")
 
 
+# Folders of the kernel and of devices: what reads like a file there is a process's memory, environment or a device
+SYSTEM_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def _system_folder(path: Path) -> Path | None:
+    return next((f for f in SYSTEM_FOLDERS if path == f or f in path.parents), None)
+
+
+def outside_problem(path: Path, root: Path) -> str | None:
+    """Why a log under source.logs is not one graphsweep reads (None: it is): a link whose file lies outside the
+    folder the user named (a private file, /proc/self/environ), or not a regular file (a device, pipe or socket)."""
+    try:
+        real = path.resolve(strict=True)
+        st = real.stat()
+    except (OSError, RuntimeError) as exc:  # a dangling link, a loop
+        return f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    if real != root and root not in real.parents:
+        return (f"is a link to {real}, outside source.logs: graphsweep reads only the files of the folder the spec "
+                "names; copy the log into it")
+    if not stat.S_ISREG(st.st_mode) or _system_folder(real):
+        return "is not a regular file (a device, pipe, socket or a file of /proc or /sys): not a log"
+    return None
+
+
 def match_files(spec: Spec) -> LogMap:
     """Map the files of source.logs onto the spec's runs; raise IngestError listing every problem found."""
     src = spec.source
     if src is None:
         raise IngestError(f"{spec.path}: no source block: nothing to ingest")
     if not src.folder.is_dir():
-        raise IngestError(f"{spec.path}: source.logs = {str(src.folder)!r}: no such folder")
+        raise IngestError(for_terminal(f"{spec.path}: source.logs = {str(src.folder)!r}: no such folder"))
+    root = src.folder.resolve()
+    if system := _system_folder(root):
+        raise IngestError(for_terminal(f"{spec.path}: source.logs = {str(src.folder)!r} is in {system}: the kernel's "
+                                       "and the devices' files are no logs; give the folder that holds the logs"))
     axes = spec.axes
     shapes = {json.dumps(s, sort_keys=True, default=str) for s in spec.shapes()}
     variants = {v.name for v in spec.variants}
@@ -111,7 +144,8 @@ def match_files(spec: Spec) -> LogMap:
     facts_by: dict[tuple[str, str, str], dict[str, str]] = {}
     ignored, excluded = [], []
     same_file: dict[tuple[int, int], str] = {}  # a symbolic or hard link to a log is that log, not another job
-    for path in sorted(p for p in src.folder.rglob("*") if p.is_file()):
+    # every entry but a folder (rglob does not follow a linked folder): a link or a device that matches is named
+    for path in sorted(p for p in src.folder.rglob("*") if not p.is_dir()):
         rel = path.relative_to(src.folder).as_posix()
         try:
             m = src.fullmatch(rel)
@@ -121,6 +155,9 @@ def match_files(spec: Spec) -> LogMap:
                               "repeats such as (a+)+); write it without repeats inside repeats") from None
         if not m:
             ignored.append(rel)
+            continue
+        if problem := outside_problem(path, root):
+            problems.append(f"{rel}: {problem}")
             continue
         st = path.stat()
         if (st.st_dev, st.st_ino) in same_file:
@@ -185,8 +222,11 @@ def match_files(spec: Spec) -> LogMap:
                         f"or check source.pattern ({src.pattern.pattern!r}) against the file names")  # fmt: skip
     if problems:
         hint = f" ({len(ignored)} file(s) did not match the pattern, e.g. {ignored[0]})" if ignored else ""
-        raise IngestError(f"{spec.path}: source.logs = {str(src.folder)!r}:\n  - " + "\n  - ".join(problems) + hint)
-    return LogMap(files, facts, ignored, excluded, src.seed)
+        # file names and group texts are anyone's text: their control characters spelled out (a name's escape
+        # sequence would repaint the terminal that shows this)
+        listed = "\n  - ".join(problems)
+        raise IngestError(for_terminal(f"{spec.path}: source.logs = {str(src.folder)!r}:\n  - {listed}{hint}"))
+    return LogMap(files, facts, ignored, excluded, src.seed, root)
 
 
 def _utc(ts: float) -> str:
@@ -199,37 +239,59 @@ def _set(d: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     d[path[-1]] = value
 
 
+def _copy_log(src: Path, dest: Path, root: Path | None) -> dict[str, Any]:
+    """Copy one log into the run folder, whole or not at all, and say what was copied (path, sha256, bytes, mtime).
+
+    Opened by its real path without following a last link, and checked once open (fstat, and the file the open
+    descriptor names) to be a regular file inside `root`: a link swapped in after match_files looked at the folder
+    copies nothing from outside it."""
+    if root is not None and (problem := outside_problem(src, root)):
+        raise UnusableFile(src, problem, "ingest reads only the logs of source.logs")
+    real = src.resolve(strict=True)
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}")) if Path("/proc/self/fd").is_dir() else real
+        if not stat.S_ISREG(st.st_mode) or (root is not None and root not in opened.parents):
+            raise UnusableFile(src, f"changed while it was ingested (it now names {opened})", "ingest it again")
+        digest = hashlib.sha256()
+        with replacing(dest) as tmp, open(tmp, "wb") as out:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+                out.write(block)
+    return {"path": str(real), "sha256": digest.hexdigest(), "bytes": st.st_size, "mtime": st.st_mtime}
+
+
 def write_run(run: RunDir, files: list[Path], facts: Mapping[str, str] | None = None,
-              seed: int | None = None) -> dict[str, Any]:
+              seed: int | None = None, root: Path | None = None) -> dict[str, Any]:
     """The run folder of an ingested run: log.txt, ranks/ (NNN.log for further files) and run.json (with the spec's
-    source.seed, which the parser takes where the log states no seed)."""
+    source.seed, which the parser takes where the log states no seed). `root`: source.logs, the only folder a log
+    is read from."""
     run.root.mkdir(parents=True, exist_ok=True)
     if run.ranks.is_dir():
         shutil.rmtree(run.ranks)
     run.ranks.mkdir()  # a declared output, empty for a run of one file
-    shutil.copyfile(files[0], run.log)
-    for i, extra in enumerate(files[1:], start=1):
-        shutil.copyfile(extra, run.ranks / f"{i:03d}.log")
-    stats = [f.stat() for f in files]
+    dests = [run.log] + [run.ranks / f"{i:03d}.log" for i in range(1, len(files))]
+    copied = [_copy_log(f, dest, root) for f, dest in zip(files, dests)]
     prov: dict[str, Any] = {"source": "ingest"}
     for col, value in (facts or {}).items():
         _set(prov, provenance.COLUMNS[col], value)
-    record = {
+    record = RunRecord.from_dict({  # run.json's one record (records.RunRecord), as the job and the gate write it
         "run_id": run.run_id,
-        "executor": "ingest",
+        "executor": INGEST,
         "job_id": None,
         "attempt": 1,
         "state": None,  # unknown: the outcome comes from the log alone
         "exit_code": None,
         "command": None,
         "host": None,
-        "start_utc": _utc(min(s.st_mtime for s in stats)),  # file times: when the logs were last written
-        "end_utc": _utc(max(s.st_mtime for s in stats)),
+        "start_utc": _utc(min(c["mtime"] for c in copied)),  # file times: when the logs were last written
+        "end_utc": _utc(max(c["mtime"] for c in copied)),
         "wall_s": None,
         "gpu_seconds": None,
-        "source_files": [{"path": str(f.resolve()), "sha256": sha256_file(f), "bytes": s.st_size} for f, s in zip(files, stats)],
+        "source_files": [{k: c[k] for k in ("path", "sha256", "bytes")} for c in copied],
         "provenance": prov,
         "seed": seed,
-    }
-    write_json(run.run_json, record)
-    return record
+    })
+    write_json(run.run_json, record.to_dict())
+    return record.to_dict()

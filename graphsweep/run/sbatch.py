@@ -55,7 +55,7 @@ _GENERIC = {"cpus_per_task", "mem_gb", "stderr_to_stdout"}
 _GRAPHSWEEP_KEYS = {
     "request_gpus", "exclusive", "sbatch", "container_image", "container_mounts", "container_workdir", "srun_args",
     "graphsweep_dir", "python", "status_interval_s", "progress_interval_s", "stuck_guard_min", "lost_after_min",
-    "result_grace_s", "submit_retry_s", "state_dir",
+    "result_grace_s", "submit_retry_s",
 }  # fmt: skip
 
 # Derived per run from its LaunchPlan; a profile setting them would give every shape the same layout.
@@ -127,6 +127,10 @@ def slurm_parameters(plan: LaunchPlan, slurm: Mapping[str, Any], timeout_min: in
         if not textsafe.SBATCH_OPTION.fullmatch(key):
             raise SpecError(SETTINGS, f"sbatch.{key}", extra[key], "not an sbatch option name (letters, digits, '-' "
                             "and '_', starting with a letter)")
+        # the job's size, time and files are this function's (a spec's own lines were held to the spec's list when
+        # it was loaded: sweepspec/load.py); a later #SBATCH line would win over submitit's
+        if problem := textsafe.sbatch_option_problem(key, spec=False):
+            raise SpecError(SETTINGS, f"sbatch.{key}", extra[key], problem)
     return params
 
 

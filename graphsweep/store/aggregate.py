@@ -69,6 +69,15 @@ def pair_rows(plan_row: dict[str, Any], run: RunDir) -> list[dict[str, Any]]:
 
 def aggregate(plan_path: Path, runs: Sequence[RunDir], runs_out: Path, iterations_out: Path) -> pd.DataFrame:
     """runs.parquet and iterations.parquet from the plan and the runs' folders; written only when every file read."""
+    table, iterations = gather(plan_path, runs)
+    write_table(table, runs_out, "runs")
+    write_table(iterations, iterations_out, "iterations")
+    return table
+
+
+def gather(plan_path: Path, runs: Sequence[RunDir]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, iterations) frames of the given runs, as runs.parquet and iterations.parquet hold them (the decision
+    loop's looks judge them without writing the tables)."""
     plan = read_table(plan_path, "plan").set_index("run_id", drop=False)
     rows, frames = [], []
     for run in runs:
@@ -86,6 +95,4 @@ def aggregate(plan_path: Path, runs: Sequence[RunDir], runs_out: Path, iteration
     # no run at all (every run blocked at plan time): still every declared column, so readers find run_id & co
     table = pd.DataFrame(rows) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in schema.RUNS})
     iterations = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
-    write_table(table, runs_out, "runs")
-    write_table(iterations, iterations_out, "iterations")
-    return table
+    return table, iterations

@@ -41,6 +41,11 @@ SKIP_FILES = {SweepPaths.rule_log_name("archive")}  # the archive rule's own log
 # archive of results/examples/h200-builtin: 232 files, 5 per run), so 128 MiB is ~670,000 files, over 30 for each run
 # of a sweep of max_runs (20,000) runs; a spec is a few KB. A bigger member is refused unread.
 READ_LIMITS = {MANIFEST: 128 << 20, SPEC: 16 << 20}
+# The most a table of an archive may hold, as the catalog unpacks each one: runs.parquet takes ~1.7 KB a run
+# (results/examples: 78 KB for 45 runs), so a sweep of max_runs (20,000) runs has ~35 MB; 256 MiB is seven times that.
+# A bigger member is refused unread, before the catalog writes a byte of it.
+TABLE_LIMIT = 256 << 20
+PARQUET_MAGIC = b"PAR1"  # the first and last four bytes of every Parquet file (the format's header and footer)
 # What a manifest names that becomes a path (the catalog's sweep={sweep}/archive={stamp} partitions): a sweep name
 # as the spec schema allows it, and the archive's top folder {sweep}-{UTC timestamp} as make_archive writes it
 SWEEP_NAME = re.compile(yaml.safe_load(resources.read_text(resources.SWEEP_SCHEMA))["properties"]["sweep"]["pattern"])
@@ -176,15 +181,53 @@ class Verification:
     manifest: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     checked: int = 0  # files whose sha256 matched
+    top: str = ""  # the archive's one top folder, {sweep}-{stamp}, as verified against the manifest
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def stamp(self) -> str:
+        """The archive's UTC time stamp (20261130T104703Z): its top folder's, which the manifest's time agrees with."""
+        return self.top.removeprefix(f"{self.manifest.get('sweep')}-")
+
+
+def stamp_of(created_utc: Any) -> str | None:
+    """The top folder's time stamp `make_archive` writes for a manifest's created_utc (None: not such a time)."""
+    try:
+        when = dt.datetime.fromisoformat(str(created_utc))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.astimezone(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+class _Member:
+    """One regular member as verify streams it: its size and sha256, the first and last bytes (a table's Parquet
+    magic), and its whole text when it is a file verify reads (READ_LIMITS)."""
+
+    def __init__(self, keep: bool):
+        self.hash, self.size = hashlib.sha256(), 0
+        self.head, self.tail = b"", b""
+        self.text = bytearray() if keep else None
+
+    def add(self, block: bytes) -> None:
+        self.hash.update(block)
+        self.size += len(block)
+        if len(self.head) < 4:
+            self.head = (self.head + block)[:4]
+        self.tail = (self.tail + block)[-4:]
+        if self.text is not None:
+            self.text.extend(block)
+
 
 def _safe(name: str) -> bool:
+    """A member name that is one relative path, spelled one way: not absolute, no '..', no './' or '//' (two
+    spellings of one path would be two members for verify and one file for a tar tool)."""
     p = PurePosixPath(name)
-    return not p.is_absolute() and ".." not in p.parts
+    return not p.is_absolute() and ".." not in p.parts and str(p) == name.rstrip("/")
 
 
 def verify_archive(path: str | Path) -> Verification:
@@ -199,35 +242,42 @@ def verify_archive(path: str | Path) -> Verification:
     with tar:
         members: dict[str, tuple[int, str]] = {}  # path -> (bytes, sha256), hashed while streaming
         kept: dict[str, bytearray] = {}  # the small files read again below (READ_LIMITS bounds them)
+        not_parquet: list[str] = []
         tops = set()
         try:
             for m in tar:
                 if not _safe(m.name):
-                    v.problems.append(f"unsafe member name {m.name!r} (absolute or '..')")
+                    v.problems.append(f"unsafe member name {m.name!r} (absolute, '..', or not spelled as one path)")
                     continue
+                top, _, rel = m.name.rstrip("/").partition("/")
+                tops.add(top)  # a folder's top too: one top folder names the archive, and the catalog's partition
                 if m.isdir():
                     continue
                 if not m.isfile():
                     v.problems.append(f"{m.name}: not a regular file (links are not allowed)")
                     continue
-                top, _, rel = m.name.partition("/")
-                tops.add(top)
-                limit = READ_LIMITS.get(rel)
+                if rel in members:  # tar keeps both, and which one a reader takes depends on the reader
+                    v.problems.append(f"{rel}: in the archive twice: every file of a graphsweep archive is in it once")
+                    continue
+                limit = READ_LIMITS.get(rel, TABLE_LIMIT if rel in TABLES else None)
                 if limit is not None and m.size > limit:
                     v.problems.append(f"{rel}: {m.size:,} bytes, more than a {rel} of a graphsweep archive holds "
                                       f"({limit:,}): not read")
                     return v
                 f = tar.extractfile(m)
-                h, n = hashlib.sha256(), 0
+                seen = _Member(keep=rel in READ_LIMITS)
                 for block in iter(lambda: f.read(1 << 20), b"") if f else ():
-                    h.update(block)
-                    n += len(block)
-                    if limit is not None:
-                        kept.setdefault(rel, bytearray()).extend(block)
-                members[rel] = (n, h.hexdigest())
+                    seen.add(block)
+                members[rel] = (seen.size, seen.hash.hexdigest())
+                if seen.text is not None:
+                    kept[rel] = seen.text
+                if rel.endswith(".parquet") and (seen.head, seen.tail) != (PARQUET_MAGIC, PARQUET_MAGIC):
+                    not_parquet.append(rel)
         except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
             v.problems.append(f"archive is truncated or corrupt: {exc}")
             return v
+        v.problems += [f"{rel}: not a Parquet file (it neither starts nor ends with {PARQUET_MAGIC.decode()})"
+                       for rel in not_parquet]
         if len(tops) != 1:
             v.problems.append(f"expected one top folder, found {sorted(tops)}")
         if MANIFEST not in members:
@@ -253,9 +303,15 @@ def verify_archive(path: str | Path) -> Verification:
         # it names the catalog's folders: '../x' would write outside the catalog
         v.problems.append(f"{MANIFEST}: sweep {sweep!r} is not a sweep name (letters, digits, '-', '_' and '.', "
                           "starting with a letter or digit)")
-    elif tops and not any(t.startswith(f"{sweep}-") and STAMP.fullmatch(t.removeprefix(f"{sweep}-")) for t in tops):
-        v.problems.append(f"top folder {sorted(tops)[0]!r} is not '{sweep}-<UTC timestamp>' (the archive's sweep and "
-                          "time, as `snakemake archive` names it)")
+    elif len(tops) == 1:
+        (v.top,) = tops
+        stamp = stamp_of(man.get("created_utc"))
+        if not (v.top.startswith(f"{sweep}-") and STAMP.fullmatch(v.stamp)):
+            v.problems.append(f"top folder {v.top!r} is not '{sweep}-<UTC timestamp>' (the archive's sweep and "
+                              "time, as `snakemake archive` names it)")
+        elif stamp != v.stamp:
+            v.problems.append(f"{MANIFEST}: created_utc {man.get('created_utc')!r} is not the time of the top folder "
+                              f"{v.top!r}: an archive is named by the time it was made")
     if man.get("format") != FORMAT:
         v.problems.append(f"{MANIFEST}: format is {man.get('format')!r}, expected {FORMAT!r}")
     if int(man.get("manifest_version", 0)) > MANIFEST_VERSION:

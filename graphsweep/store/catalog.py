@@ -16,7 +16,9 @@ in the catalog is skipped, the `live` partitions are replaced. Query all of it w
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
+import os
 import sys
 import tarfile
 from pathlib import Path
@@ -25,19 +27,27 @@ from typing import Iterable
 import pandas as pd
 import pyarrow.parquet as pq
 
-from graphsweep.fileio import copy_file, write_bytes
+from graphsweep.fileio import copy_file, replacing, write_bytes
 from graphsweep.store import schema
-from graphsweep.store.archive import TABLES, ArchiveError, verify_archive
-from graphsweep.store.tables import read_table
+from graphsweep.store.archive import TABLE_LIMIT, TABLES, ArchiveError, Verification, verify_archive
+from graphsweep.store.tables import read_table, table_info
 from graphsweep.layout import SweepPaths
 from graphsweep.fileio import UnusableFile
+from graphsweep.textsafe import for_terminal
 
 LIVE = "live"
 NOT_SWEEPS = {SweepPaths.ARCHIVES, SweepPaths.JOBS, SweepPaths.RUN_DIRS}  # folders of a sweep that hold no sweep
 
 
 def _partition(out: Path, table: str, sweep: str, archive: str) -> Path:
-    return out / table / f"sweep={sweep}" / f"archive={archive}" / f"{table}.parquet"
+    """A partition's file, checked to be written inside the catalog: no folder on its way is a link (a planted
+    `comparison/sweep=X -> OUTSIDE` would make the catalog write outside it)."""
+    dest = out / table / f"sweep={sweep}" / f"archive={archive}" / f"{table}.parquet"
+    for folder in (dest.parent.parent.parent, dest.parent.parent, dest.parent):
+        if folder.is_symlink():
+            raise ArchiveError(f"{folder}: is a symbolic link (to {os.readlink(folder)}): the catalog writes only "
+                               f"inside {out}; remove the link")
+    return dest
 
 
 def check_results(sweep_dir: Path) -> None:
@@ -60,27 +70,33 @@ def add_results(out: Path, sweep_dir: Path) -> list[Path]:
     return written
 
 
-def add_archive(out: Path, archive: Path) -> list[Path]:
-    """Add the tables of one archive (verified first); an archive already in the catalog is left as it is."""
+def verified(archive: Path) -> Verification:
+    """The archive's verification, or ArchiveError naming its first problems."""
     v = verify_archive(archive)
     if not v.ok:
         raise ArchiveError(f"{archive}: does not verify, not added to the catalog: " + "; ".join(v.problems[:3]))
+    return v
+
+
+def add_archive(out: Path, archive: Path, v: Verification | None = None) -> list[Path]:
+    """Add the tables of one archive (verified first, or `v`: its verification); an archive already in the catalog is
+    left as it is."""
+    v = v or verified(archive)
     man = v.manifest
-    sweep = man["sweep"]
+    # the verified manifest names the partition: its sweep, and the time its one top folder agrees with (whatever
+    # the file is called now, and whatever else an archive's members are named)
+    sweep, stamp = man["sweep"], v.stamp
+    listed = {e["path"]: e for e in man["files"]}
+    index = _partition(out, "archives", sweep, stamp)
+    if index.exists():
+        return []
     written = []
     with tarfile.open(archive, "r:gz") as tar:
-        first = tar.next()
-        # the archive's own top folder {sweep}-{timestamp} names it, whatever the file is called now
-        stamp = first.name.split("/", 1)[0].removeprefix(f"{sweep}-") if first else "unknown"
-        index = _partition(out, "archives", sweep, stamp)
-        if index.exists():
-            return []
         for m in tar:
-            top, _, rel = m.name.partition("/")
-            if m.isfile() and rel in TABLES:
-                f = tar.extractfile(m)
+            rel = m.name.removeprefix(f"{v.top}/")
+            if m.isfile() and m.name == f"{v.top}/{rel}" and rel in TABLES:
                 dest = _partition(out, rel.removesuffix(".parquet"), sweep, stamp)
-                write_bytes(dest, f.read() if f else b"")
+                _unpack(tar, m, dest, listed[rel], archive)
                 written.append(dest)
     pipe = man.get("pipeline") or {}
     row = {
@@ -94,6 +110,32 @@ def add_archive(out: Path, archive: Path) -> list[Path]:
     pq.write_table(schema.to_arrow(pd.DataFrame([row]), "archives"), buf)
     write_bytes(index, buf.getvalue())  # written last: its presence means the archive is fully in
     return [*written, index]
+
+
+def _unpack(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, entry: dict, archive: Path) -> None:
+    """One table of a verified archive into its partition, streamed (never whole in memory, never more than
+    TABLE_LIMIT), and kept only when it is the file the manifest lists (the archive may have changed since it was
+    verified) and a Parquet table of that name (its footer read back: a listed run of zeros is no table)."""
+    f = tar.extractfile(member)
+    digest, size = hashlib.sha256(), 0
+    name = dest.name.removesuffix(".parquet")
+    with replacing(dest) as tmp:
+        with open(tmp, "wb") as out:
+            for block in iter(lambda: f.read(1 << 20), b"") if f else ():
+                size += len(block)
+                if size > TABLE_LIMIT:
+                    break
+                digest.update(block)
+                out.write(block)
+        if (size, digest.hexdigest()) != (entry.get("bytes"), entry.get("sha256")):
+            raise ArchiveError(f"{archive}: {member.name} changed since it was verified (its sha256 or size is not "
+                               "the manifest's): verify it again (graphsweep verify-archive)")
+        try:
+            table = table_info(tmp)["table"]
+        except UnusableFile as exc:
+            raise ArchiveError(f"{archive}: {member.name}: {exc.problem}") from None
+        if table != name:
+            raise ArchiveError(f"{archive}: {member.name} is not graphsweep's {name} table")
 
 
 def sweep_dirs(root: Path) -> list[Path]:
@@ -116,10 +158,12 @@ def export(out: str | Path, results: Iterable[str | Path] = (), archives: Iterab
                                    "catalog them into separate catalogs (one --results root each)")
             seen[sweep_dir.name] = sweep_dir
             check_results(sweep_dir)  # all of them before the first file is written
+    # every archive verified before the first file is written
+    checked = {archive: verified(archive) for archive in sorted(map(Path, archives))}
     for sweep_dir in seen.values():
         written += add_results(out, sweep_dir)
-    for archive in sorted(map(Path, archives)):
-        written += add_archive(out, archive)
+    for archive, v in checked.items():
+        written += add_archive(out, archive, v)
     return written
 
 
@@ -136,13 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files = export(args.out, args.results, archives)
     except (ArchiveError, UnusableFile) as exc:
-        print(f"graphsweep catalog: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(for_terminal(f"graphsweep catalog: {' '.join(str(exc).split())}"), file=sys.stderr)
         return 2
     except OSError as exc:  # the catalog folder cannot be written (read-only, full, gone)
-        print(f"graphsweep catalog: cannot write into {args.out}: {exc.strerror or exc} ({exc.filename or args.out})",
-              file=sys.stderr)
+        print(for_terminal(f"graphsweep catalog: cannot write into {args.out}: {exc.strerror or exc} "
+                           f"({exc.filename or args.out})"), file=sys.stderr)
         return 2
-    print(f"{len(files)} files written to {args.out}")
+    print(for_terminal(f"{len(files)} files written to {args.out}"))
     return 0
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from graphsweep import provenance
+from graphsweep.vocab import EAGER, GRAPH
 
 S, I, F, B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 UTC = pa.timestamp("us", tz="UTC")  # ISO 8601 times in run.json (whole seconds there; microseconds lose nothing)
@@ -29,16 +30,20 @@ SPANS = pa.list_(pa.list_(pa.float64()))  # [[first iteration, last iteration, v
 # records.GraphOverrides: what a graph run's command sets that its shape's eager command does not
 OVERRIDES = pa.struct([("what", S), ("paste", STRS), ("shared", STRS)])
 JSON = pa.string()  # a nested record of open-ended keys, as JSON text (JSON_COLUMNS: why each is one)
+# judge/work.py WorkDifference: a training-configuration key on which a cell's runs differ, each arm's values
+WORK_DIFFERENCES = pa.list_(pa.struct([("key", S), (EAGER, STRS), (GRAPH, STRS)]))
 
 PLAN: dict[str, pa.DataType] = {
     "sweep": S, "run_id": S, "shape_id": S, "cell_id": S, "arm": S, "variant": S, "impl": S, "scope": S,
     "repeat": I, "warmup": I, "iterations": I, "gpus": I, "workload": S, "status": S, "rule_id": S,
     "rule_message": S, "rule_source": S, "command": S, "seed": I, "est_gpu_seconds": F, "graph_overrides": OVERRIDES,
+    "look": I,
 }  # fmt: skip
 ITERATIONS: dict[str, pa.DataType] = {
     "run_id": S, "iteration": I, "elapsed_ms": F, "tflops": F, "loss": F, "grad_norm": F, "mem_allocated_gb": F,
     "mem_max_allocated_gb": F, "mem_max_reserved_gb": F, "mem_reserved_gb": F, "source_file": S,
     "line": I,  # line number of the iteration line in source_file (1-based)
+    "skipped_iterations": F,  # Megatron's `number of skipped iterations` on the line (NaN: not printed)
 }  # fmt: skip
 # a pair job's arm (graphsweep/parse/pairs.py): its segment, the iteration's number in it, inside its window
 PAIR_ITERATION: dict[str, pa.DataType] = {"segment": S, "segment_iteration": I, "steady": B}
@@ -72,6 +77,11 @@ SUMMARY: dict[str, pa.DataType] = {
     "infrastructure": B, "end_marker": S, "slurm_state": S, "device": S, "files": STRS, "notes": STRS,
     "log_path": S, "pair_id": S, "segments": STRS,
 }  # fmt: skip
+# summary.json too: what the run trained and the work of a step (graphsweep/parse/work.py; schema version 6)
+WORK: dict[str, pa.DataType] = {
+    "train_config": JSON, "train_config_source": S, "global_batch": I, "seq_length": I, "tokens_per_step": I,
+}  # fmt: skip
+SUMMARY.update(WORK)
 RUNS: dict[str, pa.DataType] = {**PLAN, **JOB, **PROVENANCE, **SUMMARY, **RUN_TIME}
 COMPARISON: dict[str, pa.DataType] = {
     "sweep": S, "cell_id": S, "shape_id": S, "variant": S, "impl": S, "scope": S, "verdict": S, "reason": S,
@@ -91,7 +101,12 @@ COMPARISON: dict[str, pa.DataType] = {
     "eager_run_id": S, "graph_run_id": S, "eager_run_ids": STRS, "graph_run_ids": STRS, "gpu_seconds": F,
     "gpu_names": S, "eager_outcomes": STRS, "graph_outcomes": STRS, "not_comparable_fields": STRS, "pair_ids": STRS,
     "loss_unseeded": I, "loss_graph_seeds": INTS, "loss_eager_seeds": INTS,
+    "look": I, "loop_status": S, "loop_repeats": I, "repeats_to_decide": I, "gpu_hours_to_decide": F,
 }  # fmt: skip
+COMPARISON_V6: dict[str, pa.DataType] = {
+    "beyond_ceiling": B, "crashed_run_ids": STRS, "work_differences": WORK_DIFFERENCES, "loss_agreement": F,
+}  # fmt: skip
+COMPARISON.update(COMPARISON_V6)
 # the catalog's index of the archives in it (store/catalog.py): one row per archive, from its manifest
 ARCHIVES: dict[str, pa.DataType] = {
     "sweep": S, "archive_file": S, "created_utc": UTC, "graphsweep_version": S, "graphsweep_sha": S,
@@ -110,6 +125,8 @@ JSON_COLUMNS = {
     "provenance": "run.json's whole provenance record: nested, open-ended keys (the prov_* columns are its typed view)",
     "previous_attempts": "earlier attempts' whole run.json records (transient retries): nested, open-ended keys",
     "prov_env": "the environment both arms must share, as ONE canonical value (sorted keys): compared whole",
+    "train_config": "the training configuration a run ran (parse/work.py TrainConfig): open-ended Bridge config paths "
+                    "with their values, Megatron Core's defaults and the summary's sections",
 }
 
 
@@ -136,10 +153,22 @@ def _as_nested(v: Any, typ: pa.DataType) -> Any:
     if v is None or (not isinstance(v, (list, tuple, np.ndarray)) and _missing(v)):
         return None
     if pa.types.is_list(typ):
-        return [_as_nested(x, typ.value_type) for x in v]
+        return [_as_struct(x, typ.value_type) if pa.types.is_struct(typ.value_type) else _as_nested(x, typ.value_type)
+                for x in v]
     if _missing(v):
         return None
     return int(v) if pa.types.is_integer(typ) else float(v) if pa.types.is_floating(typ) else v
+
+
+def _as_struct(v: Any, typ: pa.StructType) -> dict[str, Any] | None:
+    """A struct element of a list column (WORK_DIFFERENCES) as a dict of its fields' plain values."""
+    if not isinstance(v, dict):
+        return None
+    out: dict[str, Any] = {}
+    for f in typ:
+        x = v.get(f.name)
+        out[f.name] = _as_list(x) if f.type == STRS else _as_text(x) if f.type == S else _as_nested(x, f.type)
+    return out
 
 
 def _as_overrides(v: Any) -> dict[str, Any] | None:

@@ -28,8 +28,14 @@ from graphsweep.fileio import UnusableFile
 # graph_ceiling); runs gains gpu_busy_ms, gpu_busy_share, graph_ceiling, gpu_busy_note and where its wall time
 # went (RUN_TIME_COLUMNS); 5 = every column has its declared type (store/schema.py): start_utc and end_utc are
 # timestamps, graph_overrides a struct, files, notes, segments and not_comparable_fields lists, no column is
-# Parquet's `null` type. Files without graphsweep metadata count as version 0.
-SCHEMA_VERSION = 5
+# Parquet's `null` type; 6 = runs gains what each run trained and the work of its step (train_config,
+# train_config_source, global_batch, seq_length, tokens_per_step: parse/work.py), comparison gains beyond_ceiling,
+# crashed_run_ids and work_differences, and `not-comparable` covers arms that did different work, `failed` a graph run
+# that crashed of its own cause, `invalid` a speedup beyond the GPU-busy ceiling; and the decision loop: plan (and
+# runs) gains `look` (the look that first needs a run), comparison gains look, loop_status, loop_repeats,
+# repeats_to_decide, gpu_hours_to_decide, its intervals are repeated confidence intervals and p_beyond the smallest
+# repeated p-value over a cell's looks. Files without graphsweep metadata count as version 0.
+SCHEMA_VERSION = 6
 
 # Columns every row of a table has (axis columns and extra fields come after these); their types: store/schema.py.
 PLAN_COLUMNS = list(schema.PLAN)
@@ -102,6 +108,19 @@ def _to_v5(table: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
     return lambda df: schema.conform(df, table)
 
 
+def _to_v6(table: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """Version 5 had no decision loop (every run was of the first look, every cell judged once) and no record of the
+    work a run did, nor the version 6 verdict fields: its rows keep their verdicts (judged without them) and read the
+    new columns as unknown (re-judge with snakemake --forcerun parse compare)."""
+    def up(df: pd.DataFrame) -> pd.DataFrame:
+        if table in ("plan", "runs") and "look" not in df.columns:
+            df = df.assign(look=1)
+        new = {"runs": schema.WORK, "comparison": schema.COMPARISON_V6}.get(table, {})
+        df = df.assign(**{c: None for c in new if c not in df.columns})
+        return schema.conform(df, table)
+    return up
+
+
 # (table, from version) -> function that turns a frame of that version into the next version's.
 UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
     ("runs", 1): _runs_v1_to_v2,
@@ -109,6 +128,7 @@ UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
     ("comparison", 2): _comparison_v2_to_v3,
     ("comparison", 3): _comparison_v3_to_v4,
     **{(table, 4): _to_v5(table) for table in schema.TYPES},
+    **{(table, 5): _to_v6(table) for table in schema.TYPES},
 }
 
 

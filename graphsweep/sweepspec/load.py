@@ -10,6 +10,7 @@ import functools
 import itertools
 import json
 import re
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -57,6 +58,20 @@ def schema_default(key: str) -> Any:
     return _load_schema()["properties"][key]["default"]
 
 
+def block_defaults(key: str) -> dict[str, Any]:
+    """A top-level block's properties with the schema's defaults (`decide`, `quiet`): what a spec without it gets."""
+    block = _load_schema()["properties"][key]
+    return {name: sub["default"] for name, sub in block.get("properties", {}).items() if "default" in sub}
+
+
+def schema_property(dotted: str) -> dict[str, Any]:
+    """The sweep schema of one setting, by its dotted key (`executor.timeout_min`): its type, bounds and default."""
+    node: Mapping[str, Any] = _parsed(resources.SWEEP_SCHEMA)
+    for key in dotted.split("."):
+        node = node["properties"][key]
+    return copy.deepcopy(dict(node))
+
+
 def _key_path(error: jsonschema.ValidationError) -> str:
     parts = [str(p) for p in error.absolute_path]
     if error.validator == "additionalProperties":
@@ -91,9 +106,26 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"must be one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "type":
         return f"wrong type: expected {error.validator_value}"
+    if error.validator in _BOUNDS:
+        return f"out of range: {_range(error.schema)}"
     if error.validator == "required":
         return "required key is missing"
     return error.message
+
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _range(schema: Mapping[str, Any]) -> str:
+    """A schema's bounds as a user reads them: 'give a number from 1 to 100,000', 'give a number above 0'."""
+    kind = "a whole number" if schema.get("type") == "integer" else "a number"
+    low = (f"from {schema['minimum']:,}" if "minimum" in schema else
+           f"above {schema['exclusiveMinimum']:,}" if "exclusiveMinimum" in schema else "")
+    high = (f"to {schema['maximum']:,}" if "maximum" in schema else
+            f"below {schema['exclusiveMaximum']:,}" if "exclusiveMaximum" in schema else "")
+    if low.startswith("above") and high:
+        high = f"and at most {schema['maximum']:,}" if "maximum" in schema else f"and {high}"
+    return f"give {kind} {' '.join(p for p in (low, high) if p)}"
 
 
 def _apply_defaults(raw: dict[str, Any], schema: Mapping[str, Any]) -> None:
@@ -179,13 +211,31 @@ def _find_cycle(value: Any, key: str = "", parents: tuple[int, ...] = ()) -> str
     return None
 
 
+MAX_SPEC_BYTES = 16 << 20  # the largest committed spec is a few KB; a spec of 10,000-value axes is ~100 KB
+
+
+def _read_spec_file(path: Path) -> bytes:
+    """The spec's bytes: a regular file of at most MAX_SPEC_BYTES, looked at before it is read (/dev/zero or a named
+    pipe would never end, /dev/stdin would wait for a terminal)."""
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            what = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
+            raise SpecError(path, "(file)", str(path), f"is {what}, not a regular file: a sweep spec is a YAML file")
+        with open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(path, "(file)", str(path), f"cannot read the spec: {exc.strerror}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(path, "(file)", str(path), f"is more than {MAX_SPEC_BYTES:,} bytes: not a sweep spec "
+                        "(a spec of 10,000-value axes is about 100 KB)")
+    return data
+
+
 def load_spec(path: str | Path) -> Spec:
     """Read, validate and complete a sweep spec; raise SpecError naming file, key and value."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(path, "(file)", str(path), f"cannot read the spec: {exc.strerror}") from None
+    data = _read_spec_file(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -223,9 +273,56 @@ def _check_text_and_numbers(raw: Mapping[str, Any], path: str | Path) -> None:
         raise SpecError(path, bad[0], bad[1], textsafe.NOT_FINITE)
 
 
+# Slurm settings that are shell code of the batch script (submitit writes `setup` and `teardown` lines as they are and
+# `python` unquoted, so that it may be a wrapper such as `singularity exec img python`): the profile's, never a spec's
+SHELL_SETTINGS = ("setup", "python", "slurm_setup", "slurm_teardown", "slurm_python")
+# What each run's launch plan and executor.timeout_min decide (run/sbatch.py derives them per run)
+PLAN_SETTINGS = ("nodes", "gpus_per_node", "tasks_per_node", "timeout_min", "time", "slurm_time", "gres")
+
+
+def _spec_slurm_problem(key: str) -> str | None:
+    """Why a spec's executor.slurm may not give this setting (None: it may, or the schema names it unknown)."""
+    if key in SHELL_SETTINGS:
+        return ("is shell code that the batch script runs as it is: a sweep spec does not carry shell code; give it "
+                "in the Slurm profile (profiles/slurm/cluster.yaml `slurm:`)")
+    if key in PLAN_SETTINGS:
+        return ("is the job's size or time: nodes and GPUs come from each run's launch plan (gpus, "
+                "executor.gpus_per_node) and the time limit from executor.timeout_min x attempt; remove it")
+    spec_keys = _parsed(resources.SWEEP_SCHEMA)["properties"]["executor"]["properties"]["slurm"]["properties"]
+    profile_keys = _parsed(resources.CONFIG_SCHEMA)["properties"]["slurm"]["properties"]
+    if key not in spec_keys and (key in profile_keys or key.startswith("slurm_")):
+        return ("is the Slurm profile's setting (profiles/slurm/cluster.yaml `slurm:`): how the cluster is reached "
+                f"and waited for, the same for every sweep; a spec may set {', '.join(spec_keys)}")
+    return None
+
+
+def _check_spec_slurm(raw: Mapping[str, Any], path: str | Path) -> None:
+    """A spec says where its Slurm jobs run, never what they are: its executor.slurm keys and its extra sbatch lines
+    are those a spec may set (the job's size, time, files and shell lines are the plan's and the profile's). Keys of
+    the wrong shape are left to the schema, which names them."""
+    executor = raw.get("executor")
+    slurm = executor.get("slurm") if isinstance(executor, dict) else None
+    if not isinstance(slurm, dict):
+        return
+    for key, value in slurm.items():
+        if problem := _spec_slurm_problem(str(key)):
+            raise SpecError(path, f"executor.slurm.{key}", value, problem)
+    for block in ("sbatch", "slurm_additional_parameters"):
+        lines = slurm.get(block)
+        for key, value in lines.items() if isinstance(lines, dict) else ():
+            if not textsafe.SBATCH_OPTION.fullmatch(str(key)):
+                continue
+            if problem := textsafe.sbatch_option_problem(str(key), spec=True):
+                raise SpecError(path, f"executor.slurm.{block}.{key}", value, problem)
+
+
 def validate_spec(raw: dict[str, Any], path: str | Path = "<spec>") -> Spec:
     schema = _load_schema()
+    if isinstance(raw, dict) and "adaptive_repeats" in raw:  # the two-look design this key switched on is gone
+        raise SpecError(path, "adaptive_repeats", raw["adaptive_repeats"], "is replaced by the decision loop, on by "
+                        "default: remove the key (the spec's `decide:` block sets its budget; docs/statistics.md)")
     _check_text_and_numbers(raw, path)
+    _check_spec_slurm(raw, path)
     errors = sorted(_validator().iter_errors(raw), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
@@ -288,18 +385,8 @@ def _looks_numeric(text: str) -> bool:
     return True
 
 
-# Slurm settings that are shell code of the batch script (submitit writes `setup` and `teardown` lines as they are and
-# `python` unquoted, so that it may be a wrapper such as `singularity exec img python`): the profile's, never a spec's
-SHELL_SETTINGS = ("setup", "python", "slurm_setup", "slurm_teardown")
-
-
 def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
     axes, fixed = raw["axes"], raw.get("fixed", {})
-    for key in SHELL_SETTINGS:
-        if key in (raw["executor"].get("slurm") or {}):
-            raise SpecError(path, f"executor.slurm.{key}", raw["executor"]["slurm"][key], "is shell code that the "
-                            "batch script runs as it is: a sweep spec does not carry shell code; give it in the Slurm "
-                            "profile (profiles/slurm/cluster.yaml `slurm:`)")
     for key in axes:
         if key in fixed:
             raise SpecError(path, f"fixed.{key}", fixed[key], f"'{key}' is also an axis; give it in one place only")
@@ -311,6 +398,15 @@ def _check_semantics(raw: dict[str, Any], path: str | Path) -> None:
         raise SpecError(path, "launch_gate", True, f"the gate reads the eager arm's GPU busy time, profiled over "
                         f"iterations 2..warmup (graphsweep/entry/gpu_busy.py): warmup {raw['warmup']} leaves none; "
                         "give warmup >= 2")
+    decide = raw["decide"]
+    if decide["max_repeats"] > decide["horizon"]:
+        raise SpecError(path, "decide.max_repeats", decide["max_repeats"], f"is beyond decide.horizon "
+                        f"({decide['horizon']}), the jobs per arm the looks' boundaries are spread over: give "
+                        "max_repeats <= horizon, or a larger horizon")
+    if decide["enabled"] and raw["repeats"] > decide["max_repeats"]:
+        raise SpecError(path, "repeats", raw["repeats"], f"is more than decide.max_repeats ({decide['max_repeats']}), "
+                        "the most the decision loop may reach: the first look would already be beyond its budget; "
+                        "give repeats <= decide.max_repeats")
     if raw["iterations"] < MIN_STEADY:
         raise SpecError(path, "iterations", raw["iterations"], f"a run needs at least {MIN_STEADY} measured iterations "
                         "for a steady window (graphsweep/parse/window.py MIN_STEADY); with fewer no cell can get a "

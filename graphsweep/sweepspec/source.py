@@ -72,6 +72,9 @@ def check_source(raw: Mapping[str, Any], path: str | Path) -> None:
                         "or a provenance column (prov_container, prov_gpu_name, ...)")  # fmt: skip
     if raw.get("pairing"):
         raise SpecError(path, "pairing", True, "ingested logs were not run as pairs: remove pairing or set it false")
+    if raw.get("launch_gate"):
+        raise SpecError(path, "launch_gate", True, "does not apply to ingested logs: every run ran already, so no "
+                        "graph arm is left to skip; remove launch_gate or set it false")
 
 
 def source_of(raw: Mapping[str, Any], spec_path: str | Path) -> Source | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from graphsweep.sweepspec.source import Source, source_of
-from graphsweep.records import EAGER_VARIANT, Cell, ExecutorSpec, RunSpec, SpecError, Variant
+from graphsweep.records import EAGER_VARIANT, Cell, DecideSpec, ExecutorSpec, RunSpec, SpecError, Variant
 from graphsweep.vocab import AA, CONTROL, EAGER, GRAPH, PAIR, pair_run_id
 
 
@@ -82,9 +82,9 @@ class Spec:
 
     path: str
     raw: Mapping[str, Any]  # the whole spec, for what records or hashes all of it (plan.parquet, owner.json)
-    # cell_id -> repeats wanted for that cell (graphsweep more-repeats, results/{sweep}/extra_repeats.yaml); a cell
-    # listed here gets more repeats of its graph arm and its shape's eager baseline (or more pair jobs)
-    extra_repeats: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
+    # the decision loop's budget in repeats per arm as `graphsweep more-repeats` raised it for one results folder
+    # (results/{sweep}/extra_repeats.yaml); None: the spec's decide.max_repeats
+    raised_max_repeats: int | None = field(default=None, compare=False, hash=False)
 
     @property
     def name(self) -> str:
@@ -139,8 +139,24 @@ class Spec:
         return int(self.raw["max_runs"])
 
     @property
-    def adaptive_repeats(self) -> bool:
-        return bool(self.raw["adaptive_repeats"])
+    def decide(self) -> DecideSpec:
+        """The decision loop's settings; its max_repeats as more-repeats raised it for this results folder."""
+        d = DecideSpec.of(self.raw["decide"])
+        if self.raised_max_repeats is not None and self.raised_max_repeats > d.max_repeats:
+            d = replace(d, max_repeats=self.raised_max_repeats)
+        return d
+
+    @property
+    def loops(self) -> bool:
+        """Whether the decision loop runs: on (the default) for a sweep that submits its runs; an ingested sweep's
+        logs exist already, so it is judged once on what it has."""
+        return self.decide.enabled and not self.is_ingest
+
+    @property
+    def planned_repeats(self) -> int:
+        """Repeats per arm every cell is planned to: the loop's budget (it submits only what its looks ask for), or the
+        spec's repeats without the loop."""
+        return max(self.repeats, self.decide.max_repeats) if self.loops else self.repeats
 
     @property
     def aa_control(self) -> bool:
@@ -169,9 +185,10 @@ class Spec:
         """The `source:` block, its folder resolved against the spec's (None: the sweep submits its runs)."""
         return source_of(self.raw, self.path)
 
-    def with_extra_repeats(self, extra: Mapping[str, int]) -> "Spec":
-        """The same sweep with more repeats for some cells (only ever more: fewer would orphan finished runs)."""
-        return replace(self, extra_repeats={str(k): int(v) for k, v in extra.items()})
+    def with_max_repeats(self, max_repeats: int | None) -> "Spec":
+        """The same sweep with the loop's budget raised to `max_repeats` jobs per arm (only ever raised: a lower budget
+        would orphan finished runs)."""
+        return replace(self, raised_max_repeats=None if max_repeats is None else int(max_repeats))
 
     def shapes(self) -> list[dict[str, Any]]:
         """The cross product of the axes, in spec order, minus excluded shapes."""
@@ -229,14 +246,14 @@ def expand(spec: Spec) -> tuple[list[RunSpec], list[Cell]]:
     Unpaired (default): per shape, the eager baseline runs `{shape_id}.eager.r{k}` shared by all variants, and per
     cell its graph runs `{cell_id}.r{k}`. Paired (`pairing: true`): per cell, pair jobs `{cell_id}.pair.r{k}`, each
     running both arms in ABBA order on the same GPUs; the pair is the unit, so no baseline is shared.
-    Repeat indices only ever grow (spec.extra_repeats), so ids of finished runs never change.
+    Every cell is planned to spec.planned_repeats (the decision loop's budget: it submits the first `repeats` and
+    then only what its looks ask for). Repeat indices only ever grow, so ids of finished runs never change.
     """
     variants = spec.variants
     has_full = any(v.is_full_iteration for v in variants)
     runs: list[RunSpec] = []
     cells: list[Cell] = []
-    base = spec.repeats
-    extra = spec.extra_repeats
+    base = spec.planned_repeats
     for shape in spec.shapes():
         sid = shape_id(spec, shape)
         settings = {**spec.fixed, **shape}
@@ -251,11 +268,12 @@ def expand(spec: Spec) -> tuple[list[RunSpec], list[Cell]]:
             gpus=int(settings.get("gpus", 1)),
             executor=spec.executor,
             has_full_iteration_variant=has_full,
+            quiet=dict(spec.raw["quiet"]),
         )
         shape_cells = [(f"{sid}.{_arm_name(v)}", GRAPH, v) for v in variants]
         if spec.aa_control:
             shape_cells.append((f"{sid}.{AA}", CONTROL, Variant(AA, "none")))
-        n_of = {cid: max(base, int(extra.get(cid, 0))) for cid, _, _ in shape_cells}
+        n_of = {cid: base for cid, _, _ in shape_cells}
         if spec.pairing:
             for cid, arm, variant in shape_cells:
                 jobs = tuple(f"{cid}.pair.r{k}" for k in range(1, n_of[cid] + 1))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
+from graphsweep.constraints.runtime import NO_CUDA
 from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, Violation
 
 
@@ -60,7 +61,7 @@ class RunCost:
 
 # The NVIDIA kernel driver's file: torch.cuda.is_available() is False on a machine without it, whatever is installed.
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
-NO_CUDA_HERE = "no_cuda_here"  # plan.parquet rule_id of a run blocked at plan time (planner.plan_sweep)
+NO_CUDA_HERE = NO_CUDA.id  # plan.parquet rule_id of a run blocked at plan time (planner.plan_sweep)
 
 
 def cuda_here() -> bool:

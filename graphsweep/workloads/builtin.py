@@ -7,8 +7,11 @@ import itertools
 from pathlib import Path
 from typing import Any, Mapping
 
+from graphsweep.constraints.runtime import NO_CUDA
 from graphsweep.entry.builtin_settings import REQUIRED, SCOPES, SETTINGS, TRAINER, setting_problem, shape_problem
+from graphsweep.entry.affinity import ENV as PIN_CPUS_ENV
 from graphsweep.workloads.base import RunCost
+from graphsweep.workloads.megatron_bridge import MANUAL_GC_INTERVAL
 from graphsweep.records import GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
 from graphsweep.vocab import EAGER, PYTHON
 
@@ -81,8 +84,12 @@ def launch_plan(run: RunSpec) -> LaunchPlan:
     for key in ("vocab", "dtype", "mem_fraction"):
         if key in s:
             argv += [f"--{key.replace('_', '-')}", str(s[key])]
+    if run.quiet.get("manual_gc"):  # spec quiet.manual_gc: as the Megatron workload (MANUAL_GC_INTERVAL there)
+        argv += ["--manual-gc", str(MANUAL_GC_INTERVAL)]
     argv += _variant_flags(run.variant)
     env = {str(k): str(val) for k, val in run.workload.get("env", {}).items()}
+    if run.quiet.get("pin_cpus"):
+        env.setdefault(PIN_CPUS_ENV, "1")
     return LaunchPlan(argv=argv, env=env, gpus=1, nodes=1, gpus_per_node=1, seed=run.repeat)
 
 

@@ -22,15 +22,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from graphsweep import resources
+from graphsweep import resources, textsafe
 from graphsweep.constraints import catalogue
 from graphsweep.constraints.graph import SCOPE_API, graph_field_problem, normalise_mcore
-from graphsweep.constraints.hydra import OverrideError, format_override, parse_value
+from graphsweep.constraints.hydra import OverrideError, format_override, is_config_path, parse_value
 from graphsweep.constraints.runtime import UNLAUNCHABLE
-from graphsweep.constraints.graph import GRAPH_FIELDS
+from graphsweep.constraints.graph import GRAPH_FIELDS, NAN_KEYS
 from graphsweep.workloads import bridge_keys
 from graphsweep.workloads.base import RunCost
 from graphsweep.layout import TORCHRUN_TEE
+from graphsweep.entry.affinity import ENV as PIN_CPUS_ENV
 from graphsweep.records import EAGER_VARIANT, GraphOverrides, LaunchPlan, RunSpec, SpecError, Variant, Violation
 from graphsweep.vocab import EAGER
 
@@ -48,7 +49,6 @@ WINDOW_KEYS = {
     "model.cuda_graph_warmup_steps": "warmup",
     "logger.log_interval": "nothing: every iteration is logged (log_interval=1)",
 }
-NAN_KEYS = ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad")
 RNG_KEYS = ("model.use_te_rng_tracker", "rng.te_rng_tracker")
 # What a sweep sets itself besides the spec's settings and the graph switch: the TE RNG tracker in every graph arm
 # (Megatron requires it for any CUDA graph: Bridge gpt_provider.py L232-237), and, in every arm of a shape with a
@@ -71,6 +71,9 @@ DEFAULT_ENV: dict[str, str] = {
     "CUDA_DEVICE_MAX_CONNECTIONS": "1",
 }
 
+# spec quiet.manual_gc: Bridge 0.6.2's own recipes collect every 100 iterations (recipes/common.py L68-70)
+MANUAL_GC_INTERVAL = 100
+
 # Perf harness: argument_parser.py -g choices have no h200 (docs/megatron-facts.md §4.4).
 PERF_HARNESS_GPU = "h100"
 # The Megatron entry's runs on the H200s (results/examples/megatron-*, benchmarks/data/h200-dense-sweep-a: 1-GPU
@@ -89,6 +92,59 @@ def special_problem(key: str, value: Any) -> str | None:
         return "the number of GPUs a run takes: a whole number, 1 or more"
     if key == "est_step_s" and not (number and value > 0):
         return "the estimated seconds per training iteration: a number above 0"
+    return None
+
+
+# Counts Megatron divides by or builds the model from: a whole number, 1 or more (None, where the key allows it, is
+# Megatron's own default). A 0 is accepted by every schema and ends the job after it got its GPUs: MCore
+# parallel_state.initialize_model_parallel divides the world size by tp x pp x cp (and ep x etp), the micro-batch
+# calculator (num_microbatches_calculator.py) by micro batch x data parallel, TransformerConfig hidden_size by
+# num_attention_heads (kv_channels) and the heads by num_query_groups.
+COUNT_KEYS = {
+    "model.tensor_model_parallel_size": False, "model.pipeline_model_parallel_size": False,
+    "model.context_parallel_size": False, "model.expert_model_parallel_size": False,
+    "model.expert_tensor_parallel_size": True, "model.virtual_pipeline_model_parallel_size": True,
+    "train.micro_batch_size": False, "train.global_batch_size": False, "model.num_layers": False,
+    "model.hidden_size": False, "model.num_attention_heads": False, "model.num_query_groups": True,
+    "model.seq_length": False, "dataset.seq_length": False,
+}  # fmt: skip
+
+
+def count_problem(key: str, value: Any) -> str | None:
+    """Why a value of one of COUNT_KEYS cannot be used (None: it can, or the key is not a count)."""
+    if key not in COUNT_KEYS or (value is None and COUNT_KEYS[key]):
+        return None
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None  # an interpolation or a name: Bridge's own check reads it
+    if isinstance(number, (int, float)) and not isinstance(number, bool) and float(number).is_integer() and number >= 1:
+        return None
+    return ("a count Megatron divides by or builds the model from: a whole number, 1 or more"
+            + (" (or null for Megatron's default)" if COUNT_KEYS[key] else ""))
+
+
+def multi_node_problem(raw: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """A run of more GPUs than one node holds that cannot be placed: (its key, the value, why), or None. Slurm places
+    a run on whole nodes (layout); the local executor runs every job on this machine."""
+    executor = raw.get("executor") or {}
+    per_node = int(executor.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE)
+    places = [("axes.gpus", v) for v in raw["axes"].get("gpus", [])]
+    places.append(("fixed.gpus", raw.get("fixed", {}).get("gpus")))
+    places += [(f"include.{i}.gpus", item.get("gpus")) for i, item in enumerate(raw.get("include", []))]
+    for key, gpus in places:
+        if not (isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus > per_node):
+            continue
+        nodes = math.ceil(gpus / per_node)
+        if executor.get("cluster", "local") != "slurm":
+            return key, gpus, (f"needs {nodes} nodes of {per_node} GPUs (executor.gpus_per_node), and executor.cluster "
+                               f"{executor.get('cluster', 'local')!r} runs every job on this one machine: use "
+                               f"executor.cluster: slurm, or at most {per_node} GPUs")
+        if gpus % per_node:
+            return key, gpus, (f"does not fill {nodes} nodes of {per_node} GPUs (executor.gpus_per_node): use a "
+                               "multiple of gpus_per_node, so that every node runs the same number of ranks")
     return None
 
 
@@ -142,13 +198,33 @@ def owned_key_problem(key: str) -> str | None:
     return None
 
 
+def key_problem(key: str) -> str | None:
+    """Why a spec key cannot be one setting of the training command (None: it can): a Bridge config path
+    (`train.micro_batch_size`), `env.NAME` (the job's environment) or one of graphsweep's SPECIAL_KEYS."""
+    if key in SPECIAL_KEYS:
+        return None
+    if key.startswith("env."):
+        return None if textsafe.ENV_NAME.fullmatch(key[4:]) else \
+            "not an environment variable name after 'env.': letters, digits and '_', not starting with a digit"
+    if not is_config_path(key):
+        return ("not a Megatron Bridge config path such as train.micro_batch_size (names of letters, digits and '_' "
+                "joined by '.'): it becomes one KEY=VALUE word of the training command, and anything else there is "
+                "read as an option of the entry, not a setting")
+    return None
+
+
 def validate(raw: Mapping[str, Any], path: str | Path) -> None:
     """No spec section may set the keys graphsweep owns (SpecError names the section and key)."""
     sections = [("workload.overrides", raw["workload"].get("overrides") or {}), ("axes", raw["axes"]),
                 ("fixed", raw.get("fixed", {}))]
     sections += [(f"include.{i}", item) for i, item in enumerate(raw.get("include", []))]
+    sections += [(f"variants.{i}.overrides", v.get("overrides") or {}) for i, v in enumerate(raw["variants"])]
     for section, mapping in sections:
         for key, value in mapping.items():
+            if problem := key_problem(key):
+                raise SpecError(path, f"{section}.{key}", value, problem)
+            if section.startswith("variants."):
+                continue  # a graph arm's own extras: graph settings by design
             if problem := owned_key_problem(key):
                 raise SpecError(path, f"{section}.{key}", value, f"'{key}' is {problem}")
             if problem := graph_field_problem(key):
@@ -156,7 +232,7 @@ def validate(raw: Mapping[str, Any], path: str | Path) -> None:
             if key.startswith("env."):
                 continue
             for one in value if section == "axes" else [value]:
-                if problem := special_problem(key, one):
+                if problem := special_problem(key, one) or count_problem(key, one):
                     raise SpecError(path, f"{section}.{key}", one, problem)
                 if isinstance(one, str) and one.strip()[:1] in ("[", "{"):  # meant as a list or dict: is it one?
                     try:
@@ -164,6 +240,15 @@ def validate(raw: Mapping[str, Any], path: str | Path) -> None:
                     except OverrideError as exc:
                         raise SpecError(path, f"{section}.{key}", one,
                                         f"not a list or dict Megatron Bridge's command line can read: {exc}") from None
+    if found := multi_node_problem(raw):
+        raise SpecError(path, *found)
+    recipe, launch = raw["workload"].get("recipe"), raw["workload"].get("launch", "entry")
+    if not recipe:
+        raise SpecError(path, "workload.recipe", recipe, "a megatron_bridge sweep needs a recipe (e.g. "
+                        "llama3_8b_pretrain_config)")
+    if launch == "perf_harness" and ":" not in str(recipe):
+        raise SpecError(path, "workload.recipe", recipe, "the perf harness needs 'family:model_recipe', e.g. "
+                        "'qwen:qwen3_30b_a3b'")
     bridge_keys.check_spec(raw, path)  # every key and the recipe against the catalogue of a Bridge release
 
 
@@ -191,6 +276,9 @@ def run_overrides(run: RunSpec, mcore: str | None = None) -> dict[str, Any]:
     out = bridge_settings(run)
     out["train.train_iters"] = run.total_iterations
     out["logger.log_interval"] = 1
+    if run.quiet.get("manual_gc"):  # spec quiet.manual_gc, as Bridge's own recipes (recipes/common.py L68-70)
+        out.setdefault("train.manual_gc", True)
+        out.setdefault("train.manual_gc_interval", MANUAL_GC_INTERVAL)
     out["model.cuda_graph_warmup_steps"] = run.warmup
     if run.has_full_iteration_variant:
         # Fairness: the full-iteration arm must run without NaN checks (Bridge config.py L1364-1369; grad check:
@@ -216,6 +304,8 @@ def sweep_additions(settings: Mapping[str, Any], graphs_on: bool, full_iteration
 def run_env(run: RunSpec) -> dict[str, str]:
     """The job environment: defaults, then workload.env (the same for every arm)."""
     env = dict(DEFAULT_ENV)
+    if run.quiet.get("pin_cpus"):
+        env[PIN_CPUS_ENV] = "1"  # graphsweep/entry/affinity.py: the entry pins its threads
     for key, value in (run.workload.get("env") or {}).items():
         env[str(key)] = _env_str(value)
     return env

@@ -4,7 +4,7 @@ A pair job runs four segments, each a complete training process of the wrapped w
 graph arm (or the eager control of an A/A cell). Odd repeats run A1 B1 B2 A2, even repeats B1 A1 A2 B2: ABBA
 cancels a linear drift within the job (thermal, clocks, a neighbour's load), and alternating the order across
 repeats cancels what the first segment of a job pays alone (cold page cache, compile caches, the container's start).
-The driver that runs the segments inside the job is graphsweep/run/abba.py; graphsweep/parse/pairs.py splits its
+The driver that runs the segments inside the job is graphsweep/entry/abba.py; graphsweep/parse/pairs.py splits its
 log back into segments and arms.
 """
 
@@ -36,7 +36,7 @@ def pair_plan(eager: LaunchPlan, other: LaunchPlan, repeat: int, arms: tuple[str
     argv = [PYTHON, "-m", ABBA_DRIVER, "--order", ",".join(order), "--arms", ",".join(arms),
             "--plans", plans]
     # srun as the arms have it: the allocation then gets one task per GPU and the driver runs in the batch step
-    # (run/submit.py slurm_parameters); the driver starts each segment as its own srun step (run/job.py job_argv)
+    # (run/submit.py slurm_parameters); the driver starts each segment as its own srun step (entry/job.py job_argv)
     return LaunchPlan(argv=argv, env=dict(eager.env), gpus=eager.gpus, nodes=eager.nodes,
                       gpus_per_node=eager.gpus_per_node, tasks_per_node=eager.tasks_per_node,
                       overrides=dict(other.overrides), srun=eager.srun, srun_args=[], seed=eager.seed,

@@ -354,6 +354,10 @@ DAMAGED = {
     "run.json a list": (lambda p: _write_bytes(_eager(p).run_json, b"[1, 2]"), ["holds a JSON list"], False),
     "summary.json empty": (lambda p: _write_bytes(_eager(p).summary, b""), ["empty", "parses run"], True),
     "summary.json binary": (lambda p: _write_bytes(_eager(p).summary, b"\xff\xfe\x00"), ["not UTF-8"], True),
+    # a field records.RunSummary holds as a count, written as text (by hand, or by another tool)
+    "summary.json field": (lambda p: _damage(_eager(p).summary, lambda f: f.write_text(
+        f.read_text().replace('"steady_n": ', '"steady_n": "many", "was": '))), ["steady_n = 'many' is not a whole number"],
+        True),
     "run iterations garbage": (lambda p: _write_bytes(_eager(p).iterations, b"PAR1xx"), ["not a readable Parquet"],
                                True),
     "config.yaml not YAML": (lambda p: _write_bytes(_eager(p).config, b"run: [\n"), ["not valid YAML"], False),
@@ -469,7 +473,7 @@ def test_status_names_a_damaged_file_instead_of_guessing(finished, tmp_path, cap
 def test_more_repeats_names_a_damaged_comparison(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     spec = tmp_path / "adaptive.yaml"
-    spec.write_text(BASE_TEXT.replace("sweep: default", "sweep: adaptive") + "adaptive_repeats: true\n")
+    spec.write_text(BASE_TEXT.replace("sweep: default", "sweep: adaptive"))
     damaged = _write_bytes(SweepPaths("results", "adaptive").comparison, b"garbage")
     rc, _, err = run_cli(capsys, "more-repeats", spec)
     one_line(rc, err, str(damaged), "not a readable Parquet file", "delete it")
@@ -646,13 +650,18 @@ def test_readme_counts_the_rules_check_lists(capsys):
     assert rc == 0 and f"{len(rules)} preflight rules (`graphsweep check --rules` lists them" in README_WORDS
 
 
-def test_readme_says_more_repeats_needs_adaptive_repeats(capsys, tmp_path, monkeypatch):
-    assert "`adaptive_repeats: true`" in RUNNING_WORDS and "every shipped spec has the default `false`" in RUNNING_WORDS
-    shipped = [yaml.safe_load(p.read_text()) for p in (ROOT / "configs" / "examples").glob("*.yaml")]
-    assert not any(s.get("adaptive_repeats") for s in shipped)
+def test_more_repeats_works_for_every_shipped_spec_and_a_retired_key_is_one_line(capsys, tmp_path, monkeypatch):
+    for spec in sorted((ROOT / "configs").rglob("*.yaml")):
+        if spec.name == "config.yaml":
+            continue
+        rc, out, err = run_cli(capsys, "more-repeats", "--dry-run", "--results", ROOT / "results" / "examples", spec)
+        assert rc == 0, (spec, err)
+        assert out.strip(), spec
     monkeypatch.chdir(tmp_path)
-    rc, _, err = run_cli(capsys, "more-repeats", ROOT / "configs" / "sweep.yaml")
-    one_line(rc, err, "adaptive_repeats")
+    old = tmp_path / "old.yaml"
+    old.write_text(BASE_TEXT + "adaptive_repeats: true\n")
+    rc, _, err = run_cli(capsys, "more-repeats", old)
+    one_line(rc, err, "adaptive_repeats", "decision loop")
 
 
 def test_readme_catalog_of_results_includes_the_examples(tmp_path, capsys):

@@ -87,6 +87,13 @@ NOT_AT_CONFIG_TIME = {
     "full_iteration_dropless_moe": "MCore token_dispatcher.py _maybe_dtoh_and_synchronize: fails inside the capture "
                                    "(H200: 'operation not permitted on an event last recorded in a capturing stream'); "
                                    "neither Bridge nor Core checks it at config time",
+    # graphsweep/constraints/capture.py: what fails when the graph is built or captured (issue 36 item 4)
+    "te_whole_layer_ep_overlap": "MCore transformer_layer.py _te_cuda_graph_replay L1255-1265: asserted at the first "
+                                 "replay of a whole-layer TE graph; the config check (L2738-2746) sees moe/mlp modules",
+    "optimizer_graph_grad_norm_skip": "MCore optimizer.py ChainedOptimizer.step L1923-1927: a host sync inside the "
+                                      "optimizer graph capture (MLM #5889); nothing checks the pair at config time",
+    "optimizer_graph_cpu_offload": "torch optimizer.py _cuda_graph_capture_health_check: raised inside the optimizer "
+                                   "graph capture; nothing checks the pair at config time",
 }
 
 # Rules this stack cannot judge: Bridge runs, but not on what the rule is about.
@@ -96,6 +103,16 @@ NOT_COMPARABLE = {
     "torch_register_generator_state_flood": "its bad case is torch 2.14.0; the venv runs torch 2.11.0, and the flood is "
                                             "a run-time log, not a config check",
     "delay_wgrad_te_version": "its bad case is Transformer Engine 2.10.0; Bridge checks the TE it runs with (2.20.2)",
+    "te_graph_offload_versions": "its bad case is torch 2.8.0; the venv runs torch 2.11.0, and MCore asserts the versions "
+                                 "when the model is built (transformer_layer.py L1503-1509), not at config time",
+    "te_graph_recompute_before_te_2_12": "its bad case is Transformer Engine 2.11.0; the venv runs 2.20.2, and the "
+                                         "failure comes inside the TE capture (make_graphed_callables' .grad())",
+    "packed_moe_router_te_graph": "Bridge main 0.7.0 gpt_step.py L184-198 raises it at the first forward of a packed "
+                                  "batch; Bridge 0.6.2 gives packed batches no padding mask",
+    "ncclep_zero_copy_warmup": "MCore token_dispatcher.py _NCCLEPManager L1635-1637 asserts it at the dispatcher's "
+                               "first call (inside the capture when cuda_graph_warmup_steps is 0); Bridge's config "
+                               "validation of the ncclep dispatcher needs a CUDA device (`Found no NVIDIA driver`), "
+                               "and the truth check runs without one",
     # field rows 17-18: texts of Bridge main 0.7.0 / MCore main 0.20.0, whose keys Bridge 0.6.2 / Core 0.19.2 lack
     # (the override fails as an unknown key); tests/constraints/test_preflight.py checks the gate on the pinned releases
     "mfsdp_v2_graphs": "ddp.megatron_fsdp_version exists from MCore 0.20 / Bridge 0.7 (Bridge main config.py L1188)",

@@ -16,7 +16,7 @@ from tests.support_preflight import (  # the case table every truth check shares
 
 
 def check_case(c: dict, **kw) -> list:
-    given = {k: c[k] for k in ("mcore", "te_version", "torch_version", "recipe")}
+    given = {k: c[k] for k in ("mcore", "te_version", "torch_version", "recipe", "bridge_version")}
     return catalogue.check(c["settings"], c["env"], gpus=c["gpus"], **{**given, **kw})
 
 
@@ -273,3 +273,73 @@ def test_check_reads_the_recipe_and_torch_version(capsys):
 def test_check_bad_argument_exits_2(capsys):
     rc, _ = run_check(capsys, "model.cuda_graph_scope=attn,mlp")
     assert rc == 2
+
+
+# ---- what fails at run time, refused before a job (graphsweep/constraints/capture.py, issue 36 item 4) -------------
+
+
+def test_run_time_failures_carry_megatrons_own_text():
+    # each message is the text the run would print (the rule's needle), so a blocked cell and a run that hit it read alike
+    from graphsweep.constraints.capture import CAPTURE_RULES
+
+    for r in CAPTURE_RULES:
+        bad = CASES[r.id][0]
+        message = {v.rule: v.message for v in check_case(bad)}[r.id]
+        assert any(n in message for n in r.needles) or r.frame, (r.id, message)
+    assert _messages({**TE, **MOE, "model.cuda_graph_modules": [], "comm_overlap.overlap_moe_expert_parallel_comm": True})[
+        "te_whole_layer_ep_overlap"] == "EP overlap must be disabled when CUDA graph captures the whole MLP/MoE part."
+    assert _messages({"optimizer.optimizer_cuda_graph": True, "optimizer.optimizer_cpu_offload": True})[
+        "optimizer_graph_cpu_offload"] == ("Attempting CUDA graph capture of step() for an instance of AdamW but "
+                                           "param_groups' capturable is False.")
+
+
+def test_run_time_rules_fire_only_where_their_failure_is():
+    attn = {**TE, "model.cuda_graph_modules": ["attn"], "model.recompute_granularity": "selective",
+            "model.attention_dropout": 0.0}
+    assert "te_graph_recompute_before_te_2_12" in _messages(attn, te_version="2.11.0")
+    assert _messages(attn, te_version="2.12.0") == {} and _messages(attn) == {}  # an unknown TE: cannot tell
+    # mlp recompute with only attention in the graph runs eagerly
+    assert _messages({**attn, "model.recompute_modules": ["mlp"]}, te_version="2.11.0") == {}
+    offload = {**TE, "model.cuda_graph_modules": ["attn"], "model.fine_grained_activation_offloading": True,
+               "model.offload_modules": ["core_attn"]}
+    assert _messages(offload, env={"NVTE_CPU_OFFLOAD_V1": "1"}, te_version="2.13.0")["te_graph_offload_versions"] == (
+        "Offloading modules captured in cuda graph requires TE>=2.14.0.")
+    assert "te_graph_offload_versions" not in _messages({**offload, "model.offload_modules": ["attn_norm"]},
+                                                        env={"NVTE_CPU_OFFLOAD_V1": "1"}, torch_version="2.8.0")
+    # the optimizer graph checks only a finite threshold (inf is MCore's default and short-circuits, L1926)
+    assert _messages({"optimizer.optimizer_cuda_graph": True, "optimizer.grad_norm_skip_threshold": "inf"}) == {}
+    # ncclep zero-copy: only when the dispatcher is inside the graph and nothing ran it before the capture
+    ncclep = {"model.moe_token_dispatcher_type": "flex", "model.moe_flex_dispatcher_backend": "ncclep",
+              "model.moe_ncclep_zero_copy": True, "model.cuda_graph_warmup_steps": 0, **MOE}
+    assert "ncclep_zero_copy_warmup" in _messages({**TE, **ncclep, "model.cuda_graph_modules": []})
+    assert "ncclep_zero_copy_warmup" not in _messages({**TE, **ncclep, "model.cuda_graph_modules": ["attn"]})
+
+
+def test_packed_moe_router_graphs_are_refused_only_by_bridge_main():
+    # Bridge 0.6.2 has the packing keys too but no padding mask: the rule needs a Bridge known to be >= 0.7
+    bad = CASES["packed_moe_router_te_graph"][0]
+    assert "packed_moe_router_te_graph" in {v.rule for v in check_case(bad)}
+    for older in ("0.6.2", None):
+        assert "packed_moe_router_te_graph" not in {v.rule for v in check_case(bad, bridge_version=older)}
+    attn_only = {**bad["settings"], "model.cuda_graph_modules": ["attn"]}
+    assert "packed_moe_router_te_graph" not in _messages(attn_only, bridge_version="0.7.0", gpus=8)
+
+
+def test_check_lists_the_run_time_rules_and_takes_a_bridge_version(capsys):
+    from graphsweep.constraints.capture import CAPTURE_RULES
+
+    rc, out = run_check(capsys, "--rules")
+    assert rc == 0 and all(f"{r.id}\n" in out and r.source in out for r in CAPTURE_RULES)
+    settings = ["model.cuda_graph_impl=transformer_engine", "model.cuda_graph_modules=[moe_router]",
+                "model.use_te_rng_tracker=true", "model.num_moe_experts=8", "dataset.enable_offline_packing=true",
+                "dataset.dataset_kwargs.pad_to_max_length=true"]
+    rc, out = run_check(capsys, "--json", "--bridge-version", "0.7.0", *settings)
+    assert rc == 1 and [v["rule"] for v in json.loads(out)["violations"]] == ["packed_moe_router_te_graph"]
+    assert run_check(capsys, "--json", *settings)[0] == 0
+
+
+def test_docs_list_the_run_time_rules_with_their_sources():
+    from graphsweep.constraints.capture import capture_table
+    from tests.support import ROOT
+
+    assert capture_table() in (ROOT / "docs" / "failures.md").read_text()

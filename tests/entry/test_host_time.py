@@ -65,7 +65,7 @@ def test_the_line_round_trips_through_the_parsers_pattern() -> None:
 
 
 def test_the_first_h200_logs_line_without_waits_still_reads() -> None:
-    log = ROOT / "results/examples/megatron-moe-128e/runs/s4096-f2da0d.eager.r1/log.txt"
+    log = ROOT / "benchmarks/data/h200-moe-128e-sweep-a/runs/s4096-f2da0d.eager.r1/log.txt"
     m = lf.RE_HOST_TIME.search(log.read_bytes())
     assert m is not None and m.group(4) == b"755.750"
     regions = {k.decode(): (float(ms), wait) for k, ms, wait, _ in lf.RE_HOST_REGION.findall(m.group(5))}

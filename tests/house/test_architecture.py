@@ -165,7 +165,6 @@ OWN_PATH_ALLOWED = {
     "graphsweep.entry.megatron_entry": "run by path inside the user's container: graphsweep onto sys.path first",
     "graphsweep.workloads.bridge_check": "the worker runs by path: graphsweep onto sys.path first, and starts itself",
     "graphsweep.workloads.core_check": "the per-release worker runs by path beside a Core release: the same",
-    "graphsweep.report.html": "reads report.css beside itself (package data, in the wheel too)",
 }
 
 

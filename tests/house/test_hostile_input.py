@@ -9,7 +9,6 @@ tests/slurm/test_slurm_settings.py.
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 import os
@@ -23,7 +22,7 @@ import pytest
 import submitit
 import yaml
 
-from graphsweep import cli, smk, textsafe
+from graphsweep import smk, textsafe
 from graphsweep.report.write import write_reports
 from graphsweep.run.sbatch import SLURM_DEFAULTS, SubmitRefused, merged_slurm, sbatch_transient, slurm_parameters
 from graphsweep.store import catalog
@@ -33,38 +32,14 @@ from graphsweep.sweepspec.load import load_spec
 from graphsweep.layout import SweepPaths
 from graphsweep.fileio import UnusableFile
 from graphsweep.records import LaunchPlan, SpecError
-from tests.support import ROOT
+from tests.support import ROOT, one_line, run_cli
+from tests.support import rewrite_archive as _rewrite
+from tests.support import spec_with as _spec
 
 BASE = yaml.safe_load((ROOT / "configs" / "sweep.yaml").read_text())
 MEGATRON = yaml.safe_load((ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml").read_text())
 LOGS = ROOT / "tests" / "fixtures" / "logs" / "megatron-h200"
 EXAMPLE = ROOT / "results" / "examples" / "h200-builtin"
-
-
-def run_cli(capsys, *argv: object) -> tuple[int, str, str]:
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def one_line(rc: int, err: str, *needles: str) -> str:
-    lines = err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (rc, err)
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
-
-
-def _spec(base: dict, **changes) -> dict:
-    """A copy of a spec with dotted keys changed: `executor.slurm.comment=...`, `fixed.est_step_s=...`."""
-    spec = copy.deepcopy(base)
-    for dotted, value in changes.items():
-        *parents, last = dotted.split("/")
-        node = spec
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[last] = value
-    return spec
 
 
 def _without(spec: dict, section: str, key: str) -> dict:
@@ -172,7 +147,10 @@ def test_the_schema_and_the_last_look_agree_on_names():
     env = sweep["properties"]["workload"]["properties"]["env"]["propertyNames"]["pattern"]
     sbatch = config["properties"]["slurm"]["properties"]["sbatch"]["propertyNames"]["pattern"]
     assert env == f"^{textsafe.ENV_NAME.pattern}$" and sbatch == f"^{textsafe.SBATCH_OPTION.pattern}$"
-    assert sweep["properties"]["executor"]["properties"]["slurm"]["$ref"] == "config.schema.yaml#/properties/slurm"
+    spec_slurm = sweep["properties"]["executor"]["properties"]["slurm"]["properties"]
+    for key, sub in spec_slurm.items():  # a spec's Slurm settings are the profile's, with the profile's checks
+        assert sub == {"$ref": f"config.schema.yaml#/properties/slurm/properties/{key}"}, key
+        assert key in config["properties"]["slurm"]["properties"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -293,7 +271,7 @@ def test_report_md_shows_the_description_as_text_not_html(tmp_path):
                   sweep / "report.md", sweep / "report.html")
     md = (sweep / "report.md").read_text()
     assert not re.search(r"(?<!\\)<(script|img|/script)", md)  # every tag opener backslash-escaped: text
-    assert "\\<script\\>alert(1)\\</script\\> \\<img src=x onerror=alert(2)\\> a -\\> b" in md
+    assert "\\<script>alert(1)\\</script> \\<img src=x onerror=alert(2)> a -> b" in md  # `>` opens nothing
     assert "&lt;script&gt;" in (sweep / "report.html").read_text()
 
 
@@ -306,21 +284,6 @@ def archive(tmp_path) -> Path:
     sweep = tmp_path / "h200-builtin"
     shutil.copytree(EXAMPLE, sweep)
     return make_archive(sweep, ROOT / "configs" / "examples" / "h200-builtin.yaml")
-
-
-def _rewrite(src: Path, dest: Path, manifest, rename=lambda name: name) -> Path:
-    """The archive with another manifest (and member names), every other byte as it was."""
-    with tarfile.open(src, "r:gz") as tin, tarfile.open(dest, "w:gz") as tout:
-        for m in tin:
-            data = tin.extractfile(m).read() if m.isfile() else None
-            if m.name.endswith("/manifest.json"):
-                data = manifest(json.loads(data))
-                data = data if isinstance(data, bytes) else json.dumps(data).encode()
-                m.size = len(data)
-            m.name = rename(m.name)
-            m.pax_headers.pop("path", None)  # a long name lives there in PAX archives: the new one is m.name
-            tout.addfile(m, io.BytesIO(data) if data is not None else None)
-    return dest
 
 
 @pytest.mark.parametrize("sweep", ["../../outside", "/tmp/outside", "a/b", "", None, 7])

@@ -17,7 +17,7 @@ import yaml
 
 from graphsweep import resources
 from graphsweep.plan.planner import plan_sweep
-from graphsweep.run.job import job_main, own_interpreter
+from graphsweep.entry.job import job_main, own_interpreter
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.vocab import PYTHON
 from tests.support import ROOT
@@ -42,12 +42,12 @@ def test_builtin_and_pair_commands_name_a_stable_python() -> None:
     planned = plan_sweep(load_spec(ROOT / "configs" / "sweep.yaml"))
     assert {p.launch.argv[:3] == [PYTHON, "-m", "graphsweep.entry.builtin_gpt"] for p in planned} == {True}
     paired = plan_sweep(load_spec(ROOT / "configs" / "examples" / "megatron-tiny-moe-paired.yaml"))
-    assert {p.launch.argv[:3] == [PYTHON, "-m", "graphsweep.run.abba"] for p in paired} == {True}
+    assert {p.launch.argv[:3] == [PYTHON, "-m", "graphsweep.entry.abba"] for p in paired} == {True}
 
 
 def test_the_job_runs_graphsweeps_own_programs_with_its_own_interpreter(tmp_path: Path) -> None:
-    assert own_interpreter([PYTHON, "-m", "graphsweep.run.abba", "--order"]) == [sys.executable, "-m",
-                                                                                "graphsweep.run.abba", "--order"]
+    assert own_interpreter([PYTHON, "-m", "graphsweep.entry.abba", "--order"]) == [sys.executable, "-m",
+                                                                                "graphsweep.entry.abba", "--order"]
     for other in (["python", "-m", "torch.distributed.run"], ["/opt/py/bin/python", "-m", "graphsweep.x"],
                   ["python", "/repo/graphsweep/entry/megatron_entry.py"], ["srun", "python", "-m", "graphsweep.x"]):
         assert own_interpreter(other) == other  # the user's interpreter, or a script inside the container
@@ -82,7 +82,8 @@ def test_the_wheel_installs_and_validates_a_spec_outside_the_repository(tmp_path
     (wheel,) = dist.glob("graphsweep-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"graphsweep/schemas/sweep.schema.yaml", "graphsweep/schemas/config.schema.yaml",
-            "graphsweep/report/report.css", "snakemake_executor_plugin_graphsweep/__init__.py",
+            "graphsweep/report/templates/report.css", "graphsweep/report/templates/report.html.j2",
+            "graphsweep/report/templates/report.md.j2", "snakemake_executor_plugin_graphsweep/__init__.py",
             f"graphsweep/{resources.BRIDGE_CATALOGUE}"} <= set(names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)

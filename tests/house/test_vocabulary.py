@@ -42,7 +42,8 @@ HOMES = {
     "arm": {"graphsweep/vocab.py"},
     "results file": {"graphsweep/layout.py"},
     "constraint": {"graphsweep/constraints/rules.py", "graphsweep/constraints/runtime.py",
-                   "graphsweep/constraints/offload.py", "graphsweep/constraints/field.py"},
+                   "graphsweep/constraints/offload.py", "graphsweep/constraints/field.py",
+                   "graphsweep/constraints/capture.py"},
     "signature": {"graphsweep/parse/signatures.py"},
 }
 

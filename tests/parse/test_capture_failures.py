@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from graphsweep.parse import signatures as sg
+from graphsweep.parse.read import find_transient
 from graphsweep.parse.records import RunSummary
 from graphsweep.parse.run import parse_run
 from graphsweep.vocab import BLOCKED, CAPTURE, CRASHED, EAGER, GRAPH, STEADY, WARMUP
@@ -34,7 +35,7 @@ def run(tmp_path: Path, lines: list[str], arm: str = GRAPH, name: str = "log") -
     p = tmp_path / f"{name}.log"
     p.write_text("\n".join(lines) + "\n")
     return (parse_run([p], arm=arm, warmup=3, run_info=FAILED).summary,
-            sg.find_transient(p, arm=arm, warmup=3))
+            find_transient(p, arm=arm, warmup=3))
 
 
 # vllm #4432 (https://github.com/vllm-project/vllm/issues/4432), as posted: NCCL's own line for the CUDA call that
@@ -98,6 +99,59 @@ CASES = [
          "CUDA Graphs capture` (bulk_offload's resize_(0)); torch's storage text",
          TE_DONE + rc.bridge_failure("RuntimeError", ["Trying to resize storage that is not resizable"], OFFLOAD_FRAMES),
          "offload_graph_output_resize", "RuntimeError: Trying to resize storage that is not resizable"),
+]
+
+
+# issue 36 item 2: the cause line first, and `blocked` where the capture refused the setting (the texts as Megatron,
+# TE and torch print them; each constraint names its source in graphsweep/constraints)
+OPT_CAPTURE = rc.FWD_BWD[:1] + [
+    (f"{DP}/megatron/bridge/training/train.py", 1012, "train_step", "update_successful, grad_norm, num_zeros_in_grad = "
+     "optimizer.step()"),
+    (f"{DP}/megatron/core/optimizer/optimizer_cuda_graph.py", 43, "__call__",
+     "OptimizerCudaGraphWrapper.result = self.optimizer_step_func()"),
+    (f"{DP}/megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py", 166, "step", "self.cpu_optimizers[i].step()"),
+    (f"{rc.TP}/torch/optim/optimizer.py", 523, "wrapper", "self._cuda_graph_capture_health_check()"),
+    (f"{rc.TP}/torch/optim/optimizer.py", 479, "_cuda_graph_capture_health_check", "raise RuntimeError("),
+]
+RECOMPUTE_IN_TE = rc.CAPTURE_TE[:3] + [
+    (f"{DP}/transformer_engine/pytorch/graph.py", 529, "_make_graphed_callables", "grad_inputs = torch.autograd.grad("),
+    (f"{rc.TP}/torch/autograd/function.py", 307, "apply", "return user_fn(self, *args)"),
+    (f"{DP}/megatron/core/tensor_parallel/random.py", 628, "backward", "raise RuntimeError("),
+]
+HOOKS_IN_TE = rc.CAPTURE_TE[:3] + [
+    (f"{DP}/transformer_engine/pytorch/graph.py", 394, "_make_graphed_callables", "raise RuntimeError(")]
+P2P_IN_FULL = rc.FULL_CAPTURE + [
+    (f"{DP}/megatron/core/pipeline_parallel/schedules.py", 2198, "forward_backward_pipelining_without_interleaving",
+     "input_tensor = p2p_communicator.recv_forward("),
+    (f"{DP}/megatron/core/pipeline_parallel/p2p_communication.py", 446, "recv_forward", "input_tensor, _, _ = "
+     "self._communicate("),
+    (f"{DP}/megatron/core/pipeline_parallel/p2p_communication.py", 413, "_communicate", "req.wait()"),
+]
+TE_HOOKS = ("Modules must not have hooks registered at the time they are passed. However, registering hooks on modules "
+            "after passing them through make_graphed_callables is allowed. If you have to use hooks during capture time, "
+            "you can provide them in the capture_time_hooks argument, and they will be executed outside the CUDA graph "
+            "capture context, meaning they will not be recorded into the graph and will not be replayed.")
+CASES += [
+    Case("optimizer_graph_of_a_cpu_offloaded_optimizer",
+         "torch 2.11 optim/optimizer.py L479-483 (CPU offload's AdamW is not capturable, MCore 0.19.2 optimizer/"
+         "__init__.py L502-529); the capture's own symptom after it is not the cause",
+         TE_DONE + ["INFO:megatron.core.optimizer.optimizer_cuda_graph:Capture CUDA graph for optimizer!!!"]
+         + rc.bridge_failure("RuntimeError", ["Attempting CUDA graph capture of step() for an instance of AdamW but "
+                                              "param_groups' capturable is False."], OPT_CAPTURE) + INVALIDATED,
+         "optimizer_graph_cpu_offload", "but param_groups' capturable is False."),
+    Case("recompute_inside_a_te_graph",
+         "MCore 0.19.2 tensor_parallel/random.py L627-631 under TE < 2.12's torch.autograd.grad (MLM #2758)",
+         TE_CAP + rc.te_capture_failure("RuntimeError", [
+             "Checkpointing is not compatible with .grad(), please use .backward() if possible"], RECOMPUTE_IN_TE),
+         "te_graph_recompute_before_te_2_12", "Checkpointing is not compatible with .grad()"),
+    Case("module_hooks_refused_by_te",
+         "TE 2.20.2 pytorch/graph.py L386-401 (Megatron-FSDP's module hooks, field row 23)",
+         TE_CAP + rc.te_capture_failure("RuntimeError", [TE_HOOKS], HOOKS_IN_TE),
+         "te_graph_module_hooks", "Modules must not have hooks registered at the time they are passed."),
+    Case("p2p_inside_a_full_iteration_capture_before_torch_2_7",
+         "MCore 0.19.2 p2p_communication.py L413 `req.wait()`; pytorch #133984 (fixed by PR #148462, torch 2.7)",
+         rc.full_cap + rc.bridge_failure("AttributeError", ["'NoneType' object has no attribute 'wait'"], P2P_IN_FULL),
+         "p2p_in_capture_before_torch_2_7", "'NoneType' object has no attribute 'wait'"),
 ]
 
 
@@ -168,3 +222,11 @@ def test_docs_list_each_text_with_its_source_and_id() -> None:
     for url in ("vllm-project/vllm/issues/4432", "NVIDIA/Megatron-LM/issues/7009", "pytorch/pytorch/issues/83148",
                 "NVIDIA/TransformerEngine/pull/2376", "NVIDIA/Megatron-LM/pull/6535", "vllm-project/vllm/issues/2770"):
         assert f"https://github.com/{url}" in section, url
+
+
+def test_a_none_wait_outside_the_p2p_frame_is_the_exception_it_is(tmp_path: Path) -> None:
+    # the text is Python's generic one: only through P2PCommunicator._communicate is it the p2p capture failure
+    other = rc.FULL_CAPTURE + [(f"{DP}/megatron/core/utils.py", 300, "finish", "handle.wait()")]
+    s, _ = run(tmp_path, rc.full_cap + rc.bridge_failure("AttributeError", ["'NoneType' object has no attribute 'wait'"],
+                                                         other))
+    assert (s.outcome, s.error_class) == (CRASHED, "python_error"), s.reason

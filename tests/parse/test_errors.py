@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from graphsweep.parse import signatures as oc
-from graphsweep.parse.records import RunSummary, summary_to_dict
+from graphsweep.records import RunSummary
 from graphsweep.parse.run import parse_run
-from graphsweep.parse.signatures import find_transient
+from graphsweep.parse.matching import ERROR_ANCHORS
+from graphsweep.parse.read import find_transient
 from tests.support import LOGS
 
 REAL = (LOGS / "megatron-h200/te_attn.log").read_bytes().split(b"\n")
@@ -64,9 +65,12 @@ def exception_line(sig: oc.Signature) -> bytes:
         return b"TypeError: " + sig.needle
     if sig.cuda_enum and oc.lf.CUDA_ERROR not in sig.needle:  # torch's form of a CUDA error (cudaGetErrorString)
         return b"torch.AcceleratorError: CUDA error: " + sig.needle
+    line = sig.needle
     if sig.rule in (*oc.EXCEPTION_RULES, oc.R_CAPTURE, oc.R_REPLAY) and b"rror" not in sig.needle:
-        return b"AssertionError: " + sig.needle
-    return sig.needle
+        line = b"AssertionError: " + sig.needle
+    if sig.requires and sig.requires not in line:  # the message's other part, before the needle
+        line = line.replace(sig.needle, sig.requires + b" " + sig.needle)
+    return line
 
 
 EXPECTED = {  # the generic needles decide a narrower class than their own when alone
@@ -92,7 +96,7 @@ def test_every_catalogue_signature(tmp_path: Path, sig: oc.Signature, prefix: st
 def test_every_needle_is_reachable_through_the_prefilter() -> None:
     for sig in oc.SIGNATURES:
         texts = [exception_line(sig)]
-        assert any(a in t for t in texts for a in oc.ERROR_ANCHORS), sig.id
+        assert any(a in t for t in texts for a in ERROR_ANCHORS), sig.id
 
 
 # Full lines quoted or described in docs/megatron-facts.md (§5.8, §6.1), with what they must become.
@@ -408,5 +412,5 @@ def test_restart_files_merge_by_iteration(tmp_path: Path) -> None:
 
 def test_summary_json_roundtrip(tmp_path: Path) -> None:
     s = parse_lines(tmp_path, HEAD + body(3) + CAPTURE[:1] + [REFERENCE_LINES[0][0].encode()])
-    d = json.loads(json.dumps(summary_to_dict(s), allow_nan=False))
+    d = json.loads(json.dumps(s.to_dict(), allow_nan=False))
     assert d["phase"] == "capture" and d["oom_request"] == "1.54 GiB"

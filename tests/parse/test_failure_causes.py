@@ -18,7 +18,11 @@ import pytest
 
 from graphsweep import logformat as lf
 from graphsweep.parse import signatures as sg
-from graphsweep.parse.classify import RULES, rules_table
+from graphsweep.parse.matching import matching
+from graphsweep.parse.read import find_transient
+from graphsweep.parse.retry import retry_table
+from graphsweep.parse.signatures import RETRY_POLICIES
+from graphsweep.parse.rules import RULES, rules_table
 from graphsweep.parse.records import RunSummary
 from graphsweep.parse.run import parse_run
 from graphsweep.vocab import BLOCKED, CAPTURE, CRASHED, EAGER, GRAPH, STEADY
@@ -37,7 +41,7 @@ def run(tmp_path: Path, lines: list[str], arm: str = GRAPH, warmup: int = 3, run
     p = tmp_path / f"{name}.log"
     p.write_text("\n".join(lines) + "\n")
     s = parse_run([p], arm=arm, warmup=warmup, run_info=run_info).summary
-    return s, sg.find_transient(p, arm=arm, warmup=warmup)
+    return s, find_transient(p, arm=arm, warmup=warmup)
 
 
 def never_boilerplate(s: RunSummary) -> None:
@@ -250,7 +254,7 @@ RETRY_TEXTS: dict[str, tuple[list[str], str]] = {
 
 def test_every_retried_signature_has_a_text_here() -> None:
     assert set(RETRY_TEXTS) == {s.id for s in sg.RUNTIME if s.retry}
-    assert all(s.retry in sg.RETRY_POLICIES for s in sg.SIGNATURES if s.retry)
+    assert all(s.retry in RETRY_POLICIES for s in sg.SIGNATURES if s.retry)
 
 
 def _retried(s: RunSummary, rule_retry: str | None, line_sigs: set[str]) -> bool:
@@ -263,8 +267,8 @@ def _retried(s: RunSummary, rule_retry: str | None, line_sigs: set[str]) -> bool
 def test_each_transient_text_is_retried_where_the_policy_says(tmp_path: Path, sid: str) -> None:
     sig = next(s for s in sg.RUNTIME if s.id == sid)
     lines, _source = RETRY_TEXTS[sid]
-    assert any(sig in sg.matching(line.encode()) for line in lines), sid
-    needles = {s.needle.decode() for line in lines for s in sg.matching(line.encode()) if s.retry}
+    assert any(sig in matching(line.encode()) for line in lines), sid
+    needles = {s.needle.decode() for line in lines for s in matching(line.encode()) if s.retry}
     eager = run(tmp_path, EAGER12 + lines + rc.torchrun(1), arm=EAGER, name="eager")
     graph = run(tmp_path, TE12 + lines + rc.torchrun(1), arm=GRAPH, name="graph")
     assert eager[0].outcome == graph[0].outcome == CRASHED
@@ -340,4 +344,4 @@ def test_every_signature_feeds_a_rule_of_the_list() -> None:
 def test_docs_show_the_rules_and_the_retry_list() -> None:
     doc = (ROOT / "docs" / "failures.md").read_text()
     assert rules_table() in doc
-    assert sg.retry_table() in doc
+    assert retry_table() in doc

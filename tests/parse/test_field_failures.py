@@ -24,7 +24,7 @@ from graphsweep import logformat as lf
 from graphsweep.parse import signatures as sg
 from graphsweep.parse.records import RunSummary
 from graphsweep.parse.run import parse_run
-from graphsweep.parse.signatures import find_transient
+from graphsweep.parse.read import find_transient
 from graphsweep.vocab import (
     BLOCKED, CANCELLED, CAPTURE, COMPLETED, CRASHED, INVALID, OOM, SETUP, STEADY, TEARDOWN, TIMEOUT, UNPARSEABLE,
     WARMUP,

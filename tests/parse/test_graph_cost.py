@@ -93,7 +93,7 @@ def test_memory_line_round_trip_keeps_reserved_apart_from_its_peak() -> None:
     # empties the cache (cuda_graphs.py _finish_capturing), so current reserved can sit below its peak
     stats = {"allocated_bytes.all.current": 2_933_700_000, "reserved_bytes.all.current": 3_699_400_000,
              "allocated_bytes.all.peak": 3_580_500_000, "reserved_bytes.all.peak": 3_750_000_000}
-    fs = scan_text(lf.memory_line(0, 5, stats) + "\n")
+    [fs] = scan_text(lf.memory_line(0, 5, stats) + "\n")
     assert fs.memory[5] == [pytest.approx(2.9337), pytest.approx(3.5805), pytest.approx(3.75), pytest.approx(3.6994)]
 
 
@@ -101,6 +101,6 @@ def test_mcore_mb_memory_line_reserved_field() -> None:
     # MLM report_memory's format (docs/megatron-facts.md §5.3); the numbers constructed with reserved below max reserved
     line = ("[Rank 4] (after 6 iterations) memory (MB) | allocated: 21540.77294921875 | max allocated: 25000.5 | "
             "reserved: 29000.0 | max reserved: 31336.0")
-    fs = scan_text(line + "\n")
+    [fs] = scan_text(line + "\n")
     assert fs.memory[6] == [pytest.approx(21540.77294921875 * lf.MIB_TO_GB), pytest.approx(25000.5 * lf.MIB_TO_GB),
                             pytest.approx(31336.0 * lf.MIB_TO_GB), pytest.approx(29000.0 * lf.MIB_TO_GB)]

@@ -21,7 +21,6 @@ from graphsweep.entry import host_time
 from graphsweep.judge import host
 from graphsweep.judge.compare import compare
 from graphsweep.parse.busy import host_time_lines
-from graphsweep.parse.records import summary_to_dict
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.report.write import write_reports
@@ -31,7 +30,7 @@ from graphsweep.layout import RunDir
 from graphsweep.vocab import EAGER, GRAPH
 from tests.support import ROOT
 
-MOE = ROOT / "results" / "examples" / "megatron-moe-128e"
+MOE = ROOT / "benchmarks" / "data" / "h200-moe-128e-sweep-a"  # the 2026-12-02 sweep (its logs, as committed)
 EAGER_R1 = MOE / "runs" / "s4096-f2da0d.eager.r1" / "log.txt"
 # what eager.r1's line prints (log.txt, the line after `[graphsweep] gpu busy:`)
 R1 = {"attn": 52.566, "mlp": 0.0, "moe_router": 30.844, "moe_preprocess": 14.865, "dispatch": 3.467,
@@ -59,12 +58,12 @@ def test_the_grammar_old_and_new() -> None:
 def test_rank_0s_line_whole_into_typed_columns() -> None:
     s = parse_run([EAGER_R1], arm=EAGER, warmup=3).summary
     assert (s.host_step_ms, s.host_time_rank, s.host_time_ranks) == (755.75, 0, 1)
-    row = summary_to_dict(s)
+    row = s.to_dict()
     assert {host_time.ms_column(r): v for r, v in R1.items()}.items() <= row.items()
     assert row[host_time.wait_column("attn")] is None and "host_regions" not in row  # typed columns, no JSON
     assert sum(R1.values()) == pytest.approx(755.75, abs=0.01)  # the regions add up to the step
     graph = parse_run([MOE / "runs" / "s4096-f2da0d.attn.r1" / "log.txt"], arm=GRAPH, warmup=3).summary
-    assert graph.host_step_ms is None and summary_to_dict(graph)[host_time.ms_column("attn")] is None
+    assert graph.host_step_ms is None and graph.to_dict()[host_time.ms_column("attn")] is None
 
 
 @pytest.mark.parametrize("impl,scope,regions", [
@@ -74,7 +73,7 @@ def test_rank_0s_line_whole_into_typed_columns() -> None:
     ("full_iteration", "", host_time.REGIONS),
 ])
 def test_each_scope_covers_its_regions_share(impl: str, scope: str, regions: tuple[str, ...]) -> None:
-    eager = pd.DataFrame([summary_to_dict(parse_run([EAGER_R1], arm=EAGER, warmup=3).summary)])
+    eager = pd.DataFrame([parse_run([EAGER_R1], arm=EAGER, warmup=3).summary.to_dict()])
     got = host.cover(eager, impl, scope)
     assert got["host_covered_share"] == pytest.approx(sum(R1[r] for r in regions) / 755.75)
     assert sum(got[host_time.share_column(r)] for r in host_time.REGIONS) == pytest.approx(1.0, abs=1e-4)

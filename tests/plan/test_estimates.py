@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from graphsweep.plan.cost import Correction, correction, spent_by_run, sweep_cost
-from graphsweep.plan.planner import check_plan, dry_run_summary, plan_sweep, submitted
+from graphsweep.plan.planner import first_look, check_plan, dry_run_summary, plan_sweep, submitted
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.records import SpecError
 from graphsweep.workloads import builtin, megatron_bridge
@@ -42,7 +42,7 @@ def test_each_committed_sweep_is_estimated_within_30_percent_of_what_it_spent(na
 
 def _planned(name: str):
     s, runs = FOUND[name]
-    return submitted(plan_sweep(load_spec(ROOT / s.spec), "slurm")), runs
+    return first_look(plan_sweep(load_spec(ROOT / s.spec), "slurm")), runs  # what ran: the first look
 
 
 def test_finished_runs_correct_the_estimate_of_the_runs_to_come():

@@ -14,13 +14,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from graphsweep.report.data import cost_accounting, load_tables, summarize
-from graphsweep.report.markdown import render_markdown
+from graphsweep.report.data import load_tables
 from graphsweep.report.recommend import recommend
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.report.shapes import full_grid, graph_overrides, varying_axes
-from graphsweep.report.text import cell_label, fmt_value, truncate
-from graphsweep.report.write import write_reports
+from graphsweep.report.words import cell_label, fmt_value, truncate
+from graphsweep.report.write import markdown_of, write_reports
 from graphsweep.store.tables import read_table, write_table
 from graphsweep.sweepspec.load import load_spec, validate_spec
 from graphsweep.records import GraphOverrides
@@ -52,7 +51,7 @@ def _report(paths: dict[str, Path], out: Path) -> tuple[str, str]:
 def _markdown(paths: dict[str, Path]) -> str:
     """report.md alone (no plots drawn: fast)."""
     t = load_tables(paths["plan"], paths["runs"], paths["iterations"], paths["comparison"])
-    return render_markdown(t, cost_accounting(t), summarize(t))
+    return markdown_of(t)
 
 
 def _section(md: str) -> str:
@@ -77,10 +76,15 @@ def test_each_shape_gets_a_choice_or_stay_eager_with_why(sweep: dict[str, Path],
     assert "  - trainer flags to paste: `--variant full_iteration`" in rec  # the seed differs per repeat: not a flag
     assert "also faster, by less: attn 1.59× [1.52, 1.66]" in rec  # intervals apart: no 'not certain'
     assert "not certain" not in rec
-    assert lines[1] == "- **hidden=1024 micro_batch=2**: **stay eager**: no variant is decided faster"
-    assert ("undecided (`graphsweep more-repeats` plans the repeats): full_iteration 1.03× [0.86, 1.24], about 14 "
-            "repeats per arm would decide it; attn 1.00× [0.60, 1.70], about 4 repeats per arm would decide it") in rec
-    assert lines[2] == "- **hidden=2048 micro_batch=1**: **stay eager**: no variant is decided faster"
+    # undecided, never "stay eager": the leading variant with its interval, the repeats that would decide it and
+    # their GPU-hours at what its runs cost (this table has no decision loop's estimate), and what continues
+    assert lines[1] == ("- **hidden=1024 micro_batch=2**: **undecided**: full_iteration leads at 1.03× [0.86, 1.24]; "
+                        "about 14 repeats per arm (≈0.62 GPU-hours) would decide it; `graphsweep more-repeats` plans "
+                        "the repeats")  # fmt: skip
+    assert ("undecided (`graphsweep more-repeats` plans the repeats): attn 1.00× [0.60, 1.70], about 4 repeats per arm "
+            "would decide it") in rec
+    # the graphs measured not faster (slower, out of memory): stay eager
+    assert lines[2] == "- **hidden=2048 micro_batch=1**: **stay eager**: no graph variant measured faster than eager"
     assert "  - attn slower than eager: 0.95× [0.94, 0.96]" in rec
     assert "  - full_iteration ran out of memory where eager fit" in rec
     # the eager arm itself ran out of memory: nothing to stay with
@@ -91,7 +95,8 @@ def test_each_shape_gets_a_choice_or_stay_eager_with_why(sweep: dict[str, Path],
     html_rec = page.split('<h2 id="recommendations">', 1)[1].split("</table>", 1)[0]
     assert len(re.findall(r"<tr data-shape=", html_rec)) == 4
     assert '<code class="paste">--variant full_iteration</code>' in html_rec
-    assert html_rec.count('class="rec-eager">stay eager<') == 2 and ">no recommendation<" in html_rec
+    assert html_rec.count('class="rec-eager">stay eager<') == 1 and ">no recommendation<" in html_rec
+    assert 'class="rec-eager">undecided<' in html_rec and '<li class="rests-on">full_iteration leads at' in html_rec
     assert "<code>full_iteration_nan_check</code>" in html_rec
 
 

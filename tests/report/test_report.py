@@ -11,7 +11,7 @@ import pytest
 
 from graphsweep.report.plots import TRACE_CAP
 from graphsweep.judge.prose import speedup_text
-from graphsweep.report.text import display_reason
+from graphsweep.report.words import display_reason
 from graphsweep.report.write import write_reports
 from graphsweep.store.tables import read_table, write_table
 from tests.support import SWEEP, build_sweep

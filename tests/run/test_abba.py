@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from graphsweep.judge import verdict as stats
-from graphsweep.parse import pairs
-from graphsweep.run import abba as driver
-from graphsweep.run.job import is_pair_plan
+from graphsweep.parse import segments
+from graphsweep.entry import abba as driver
+from graphsweep.entry.job import is_pair_plan
 from graphsweep.workloads import paired
 from graphsweep.workloads.registry import for_run
 from graphsweep.store.aggregate import aggregate
@@ -90,7 +90,7 @@ def test_driver_runs_abba_and_each_segment_gets_its_own_log(fake_train, tmp_path
     files = sorted(p.name for p in (tmp_path / "segments").iterdir())
     assert files == ["A1.log", "A2.log", "B1.log", "B2.log"]
     # the combined log split back gives exactly what each segment wrote
-    for seg in pairs.split_segments(proc.stdout):
+    for seg in segments.split_segments(proc.stdout):
         assert seg.text == (tmp_path / "segments" / f"{seg.label}.log").read_text()
         assert seg.exit_code == 0 and seg.wall_s > 0
         assert ("Capture CUDA graph" in seg.text) == (seg.arm == "graph")
@@ -99,13 +99,13 @@ def test_driver_runs_abba_and_each_segment_gets_its_own_log(fake_train, tmp_path
 def test_even_repeats_run_baab(fake_train):
     pair = paired.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph"), repeat=2)
     proc = _drive(pair)
-    assert [s.label for s in pairs.split_segments(proc.stdout)] == ["B1", "A1", "A2", "B2"]
+    assert [s.label for s in segments.split_segments(proc.stdout)] == ["B1", "A1", "A2", "B2"]
 
 
 def test_driver_exit_code_is_the_first_failed_segment_and_every_segment_still_runs(fake_train):
     pair = paired.pair_plan(_plan(fake_train, 10.0, "eager"), _plan(fake_train, 8.0, "graph", "oom"), repeat=1)
     proc = _drive(pair)
-    segs = pairs.split_segments(proc.stdout)
+    segs = segments.split_segments(proc.stdout)
     assert proc.returncode == 1
     assert [(s.label, s.exit_code) for s in segs] == [("A1", 0), ("B1", 1), ("B2", 1), ("A2", 0)]
 
@@ -115,7 +115,7 @@ def test_a_segment_cut_off_by_the_end_of_the_job_has_no_exit_code():
         "[graphsweep abba] segment A1 (eager) start: x\nline a\n[graphsweep abba] segment A1 (eager) end: exit 0, "
         "wall 1.500 s\n[graphsweep abba] segment B1 (graph) start: y\nline b\n"
     )
-    a1, b1 = pairs.split_segments(text)
+    a1, b1 = segments.split_segments(text)
     assert (a1.text, a1.exit_code, a1.wall_s) == ("line a\n", 0, 1.5)
     assert (b1.text, b1.exit_code) == ("line b\n", None)
 
@@ -138,6 +138,7 @@ def _spec(**extra):
         # planned as for a cluster with GPUs: the test drives the pair jobs itself (on this CPU machine a local
         # executor would block the graph arms at plan time)
         "executor": {"cluster": "slurm"},
+        "decide": {"enabled": False},  # one look: the ids of the repeats the spec asks for, not the loop's budget
         **extra,
     }
     return validate_spec(raw, "test.yaml")
@@ -156,7 +157,7 @@ def test_pairing_plans_one_job_per_cell_repeat_and_no_shared_baseline():
     plan = launch_plan(runs[0])
     assert is_pair_plan(plan) and "--order" in plan.argv and "A1,B1,B2,A2" in plan.argv
     df = plan_frame(plan_sweep(spec))
-    assert set(df.arm) == {"pair"} and df.command.str.contains("graphsweep.run.abba").all()
+    assert set(df.arm) == {"pair"} and df.command.str.contains("graphsweep.entry.abba").all()
     # a pair runs each arm twice: it costs what four unpaired runs cost
     eager, graph = runs[0].pair_arms()
     four = 2 * for_run(eager).estimate(eager) + 2 * for_run(graph).estimate(graph)
@@ -200,7 +201,7 @@ def _pair_job(out: Path, spec, run, fake_train: Path, eager_ms: float, graph_ms:
                           repeat=run.repeat)  # fmt: skip
     proc = _drive(pair)
     (run_dir / "log.txt").write_text(proc.stdout)
-    walls = sum(s.wall_s for s in pairs.split_segments(proc.stdout))
+    walls = sum(s.wall_s for s in segments.split_segments(proc.stdout))
     info = {"run_id": run.run_id, "job_id": f"j{run.repeat}", "exit_code": proc.returncode, "state": "COMPLETED",
             "wall_s": walls + 1.0, "gpus": 1, "gpu_seconds": walls + 1.0, "attempt": 1,
             "executor": "local"}  # fmt: skip
@@ -264,8 +265,8 @@ def test_a_graph_arm_that_ooms_in_its_segments_is_an_oom_cell(tmp_path, fake_tra
 
 
 def test_on_slurm_the_driver_runs_in_the_batch_step_and_each_segment_is_its_own_srun_step():
-    from graphsweep.run.job import job_argv
-    from graphsweep.run.submit import slurm_parameters
+    from graphsweep.entry.job import job_argv
+    from graphsweep.run.sbatch import slurm_parameters
 
     arm = LaunchPlan(argv=["python", "-m", "train"], gpus=8, gpus_per_node=8, tasks_per_node=8, srun=True,
                      srun_args=["--ntasks-per-node=8"])  # fmt: skip

@@ -63,7 +63,7 @@ def test_a_skipped_graph_run_starts_no_job_and_reads_blocked_with_the_figures(tm
     run.config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     said: list[str] = []
     record = execute_run(run, tmp_path / "jobs", say=said.append, gate=eager_summaries(COMPUTE))
-    assert record["executor"] == "launch-gate" and record["gpu_seconds"] == 0.0 and record["job_id"] is None
+    assert record.executor == "launch-gate" and record.gpu_seconds == 0.0 and record.job_id is None
     assert not (tmp_path / "jobs").exists()  # no job was submitted
     decision = GateDecision.from_dict(json.loads(run.run_json.read_text())["gate"])
     assert decision.skip and decision.ceiling < 1.06

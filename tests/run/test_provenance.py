@@ -22,7 +22,7 @@ from graphsweep.plan.planner import plan_sweep, write_plan, write_run_config
 from graphsweep.parse.run import parse_run
 from graphsweep.parse.run_dir import parse_run_dir
 from graphsweep.sweepspec.load import load_spec
-from graphsweep.run.job import job_main
+from graphsweep.entry.job import job_main
 from graphsweep.run.runrule import execute_run
 from graphsweep.layout import RunDir
 from tests.support import ROOT
@@ -44,7 +44,7 @@ def test_a_real_job_records_what_produced_it(tmp_path):
     run.config.write_text(yaml.safe_dump(cfg))
     record = execute_run(run, tmp_path / "jobs", say=lambda _: None)
     prov = json.loads(run.run_json.read_text())["provenance"]
-    assert record["exit_code"] == 0 and "error" not in prov
+    assert record.exit_code == 0 and "error" not in prov
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     if head:
         assert prov["graphsweep"]["git_sha"] == head and isinstance(prov["graphsweep"]["git_dirty"], bool)
@@ -122,7 +122,7 @@ def test_cell_with_arms_from_two_containers_is_not_compared(tmp_path):
     spec_path.write_text(yaml.safe_dump({
         "sweep": "prov", "workload": {"kind": "megatron_bridge", "recipe": "vanilla_gpt_pretrain_config"},
         "axes": {"model.seq_length": [1024, 2048]}, "variants": [{"name": "graph", "impl": "full_iteration"}],
-        "repeats": 2, "warmup": 3, "iterations": 26, "preflight": "none",
+        "repeats": 2, "warmup": 3, "iterations": 26, "preflight": "none", "decide": {"enabled": False},
     }))  # fmt: skip
     spec = load_spec(spec_path)
     out = tmp_path / "results" / "prov"

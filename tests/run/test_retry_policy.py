@@ -51,11 +51,11 @@ def _run(tmp_path: Path, arm: str, lines: list[str]) -> tuple[dict, list[str]]:
 def test_a_network_fault_is_retried_once_and_a_second_failure_is_the_result(tmp_path: Path) -> None:
     record, said = _run(tmp_path, GRAPH, TE12 + [NETWORK])
     assert any("transient failure (torch.distributed.DistNetworkError); retrying once" in s for s in said), said
-    (first,) = record["previous_attempts"]
-    assert first["signature"] == "torch.distributed.DistNetworkError" and Path(first["log"]).is_file()
-    s = parse_run([tmp_path / "log.txt"], arm=GRAPH, warmup=3, run_info=record).summary
+    (first,) = record.previous_attempts
+    assert first.signature == "torch.distributed.DistNetworkError" and Path(first.log).is_file()
+    s = parse_run([tmp_path / "log.txt"], arm=GRAPH, warmup=3, run_info=record.to_dict()).summary
     assert (s.outcome, s.error_class) == (CRASHED, "transient:network")
-    assert "failed the same way twice" in s.reason and f"{first['log']}:{len(TE12) + 1}" in s.reason
+    assert "failed the same way twice" in s.reason and f"{first.log}:{len(TE12) + 1}" in s.reason
 
 
 @pytest.mark.slow
@@ -66,5 +66,5 @@ def test_a_network_fault_is_retried_once_and_a_second_failure_is_the_result(tmp_
 ], ids=["eager illegal memory access", "graph illegal memory access", "watchdog during capture"])
 def test_the_retry_follows_the_arm_and_the_capture(tmp_path: Path, arm: str, lines: list[str], retried: bool) -> None:
     record, said = _run(tmp_path, arm, lines)
-    assert bool(record.get("previous_attempts")) == retried, said
+    assert bool(record.previous_attempts) == retried, said
     assert any("retrying once" in s for s in said) == retried

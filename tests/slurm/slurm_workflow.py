@@ -85,7 +85,6 @@ class Workdir:
     path: Path
     bin: Path
     logs: dict[str, Path]
-    state: Path
     spec: str | None = None
     procs: list[subprocess.Popen] = field(default_factory=list)
 
@@ -151,7 +150,6 @@ def make_workdir(tmp: Path, spec: dict[str, Any] | None = None, **slurm: Any) ->
     profile.mkdir(parents=True)
     shutil.copy(ROOT / "profiles" / "slurm" / "config.yaml", profile / "config.yaml")
     cluster = yaml.safe_load((ROOT / "profiles" / "slurm" / "cluster.yaml").read_text())
-    state = tmp / "sacct-state"
     cluster["slurm"].update(
         partition="debug",
         request_gpus=False,  # the test cluster has no GPUs; the builtin workload runs on CPU
@@ -159,7 +157,6 @@ def make_workdir(tmp: Path, spec: dict[str, Any] | None = None, **slurm: Any) ->
         status_interval_s=2,
         progress_interval_s=10,
         result_grace_s=3,
-        state_dir=str(state),
     )
     cluster["slurm"].update(slurm)
     (profile / "cluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
@@ -169,7 +166,7 @@ def make_workdir(tmp: Path, spec: dict[str, Any] | None = None, **slurm: Any) ->
         spec_name = "spec.yaml"
         (tmp / spec_name).write_text(yaml.safe_dump(spec, sort_keys=False))
     logs = counting_wrappers(tmp / "bin")
-    return Workdir(path=tmp, bin=tmp / "bin", logs=logs, state=state, spec=spec_name)
+    return Workdir(path=tmp, bin=tmp / "bin", logs=logs, spec=spec_name)
 
 
 def sacct_jobs(job_ids: list[str]) -> dict[str, dict[str, str]]:

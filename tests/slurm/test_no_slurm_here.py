@@ -17,8 +17,8 @@ from graphsweep.smk import SLURM_COMMANDS, no_slurm_here, slurm_first_words, slu
 from tests.support import ROOT, copy_workflow
 
 SPEC = "configs/examples/megatron-tiny-vanilla-gpt.yaml"
-# rules/common.smk (the lead's) calls graphsweep.smk.slurm_first_words while the Snakefile is read
-HOOKED = "slurm_first_words(" in (ROOT / "rules" / "common.smk").read_text()
+# rules/controller.smk calls graphsweep.smk.slurm_first_words while the Snakefile is read
+HOOKED = "slurm_first_words(" in (ROOT / "rules" / "controller.smk").read_text()
 
 
 def test_without_slurm_commands_one_line_says_where_to_run_it(tmp_path, monkeypatch):

@@ -93,3 +93,65 @@ def test_a_permanent_sbatch_refusal_stops_at_once_with_its_message(slurm_cluster
             "of the failures Slurm calls transient") in proc.stderr
     failed = list((wd.sweep_dir() / ".jobs").glob("*/failed.json"))
     assert len(failed) == 2 and all('"state": "REFUSED"' in f.read_text() for f in failed)  # graphsweep status says so
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 38 item 2: a spec cannot steer Slurm; the profile cannot set what every run's plan sets
+
+@pytest.mark.parametrize("sbatch, needles", [
+    ({"nodes": 64, "time": "9-00:00:00", "gpus-per-node": 8, "ntasks-per-node": 8},
+     ["executor.slurm.sbatch.nodes", "launch plan"]),
+    ({"output": "OUTSIDE/%j.out", "error": "OUTSIDE/%j.err", "chdir": "/"}, ["executor.slurm.sbatch.output"]),
+], ids=["size and time", "files"])  # fmt: skip
+def test_a_spec_that_steers_slurm_submits_nothing(slurm_cluster, tmp_path, sbatch, needles):
+    outside = tmp_path / "OUTSIDE"
+    spec = spec_with_slurm(sbatch={k: str(v).replace("OUTSIDE", str(outside)) for k, v in sbatch.items()})
+    wd = make_workdir(tmp_path / "wd", spec)
+    proc = wd.snakemake()
+    one_line_refusal(proc, "invalid sweep spec", *needles)
+    assert calls(wd.logs["sbatch"]) == [] and not outside.exists() and not (wd.path / "results").exists()
+
+
+def test_a_specs_python_is_never_the_batch_scripts(slurm_cluster, tmp_path):
+    marker = tmp_path / "PWNED"
+    wd = make_workdir(tmp_path / "wd", spec_with_slurm(slurm_python=f"python3; touch {marker}; python3"))
+    proc = wd.snakemake()
+    one_line_refusal(proc, "invalid sweep spec", "executor.slurm.slurm_python", "shell code")
+    assert calls(wd.logs["sbatch"]) == [] and not marker.exists()
+
+
+def test_a_profile_that_moves_slurms_files_submits_nothing(slurm_cluster, tmp_path):
+    outside = tmp_path / "OUTSIDE"
+    wd = make_workdir(tmp_path / "wd", SMALL_SPEC, sbatch={"output": f"{outside}/%j.out"})
+    proc = wd.snakemake()
+    one_line_refusal(proc, "invalid workflow setting", "key 'slurm.sbatch.output'", "inside the results folder")
+    assert calls(wd.logs["sbatch"]) == [] and not outside.exists()
+
+
+def test_a_jobs_size_time_and_files_are_the_plans(slurm_cluster, tmp_path):
+    """What reaches sbatch when the spec gives only where its jobs go: one node, the spec's time limit, and Slurm's
+    output inside the results folder (the whole folder tree is searched: nothing of the job lands elsewhere)."""
+    spec = spec_with_slurm(sbatch={"mail-type": "NONE"}, submit_retry_s=5)
+    wd = make_workdir(tmp_path / "wd", spec)
+    proc = wd.snakemake()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    job_ids = [c.out.split()[-1] for c in wd.submitted()]
+    assert len(job_ids) == 2
+    rows = sacct_fields(job_ids, "NNodes,Timelimit,WorkDir")
+    assert {tuple(v[:2]) for v in rows.values()} == {("1", "00:05:00")}  # executor.timeout_min: 5
+    results = wd.sweep_dir().resolve()
+    outs = [p for p in results.rglob("*_log.out")]
+    assert len(outs) == 2 and not [p for p in wd.path.rglob("*_log.out") if results not in p.resolve().parents]
+
+
+def test_slurm_without_the_profile_is_refused_with_one_line_naming_it(slurm_cluster, tmp_path):
+    """A run on Slurm is submitted and waited for by the graphsweep executor, which the profile names: `--config
+    cluster=slurm` on Snakemake's local executor (one waiting process per run, before issue 39) says so and submits
+    nothing."""
+    wd = make_workdir(tmp_path / "wd", SMALL_SPEC)
+    cmd = [c for c in wd.command() if c not in ("--profile", "slurm")] + ["cluster=slurm", "--cores", "2"]
+    proc = subprocess.run(cmd, cwd=wd.path, env=wd.env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "(--config cluster=slurm)" in last and "run snakemake --profile slurm" in last, last
+    assert calls(wd.logs["sbatch"]) == [] and not list(wd.sweep_dir().glob("runs/*/run.json"))

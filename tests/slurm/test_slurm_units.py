@@ -1,5 +1,6 @@
 """The Slurm pieces that need no cluster: profile lookup, sbatch parameters per launch plan, sacct parsing, the
-PREEMPTED/UNKNOWN wall-clock guard, the shared cache's rate limit, progress and Ctrl-C messages."""
+PREEMPTED/UNKNOWN wall-clock guard, the watcher's rate limit, a lost job asked of slurmctld, a result Slurm ended,
+progress and Ctrl-C messages. (Stand-ins for sacct and squeue, named so: the real ones are tests/slurm's others.)"""
 
 from __future__ import annotations
 
@@ -15,18 +16,22 @@ import yaml
 
 from graphsweep.records import LaunchPlan
 from graphsweep.parse.progress import latest_iteration
-from graphsweep.run.slurmstate import (
-    SlurmStateCache,
+from graphsweep.records import JobSide
+from graphsweep.run.slurm import (
+    GONE,
+    InFlight,
+    InfraFailure,
+    JobRecord,
+    Lookup,
+    SacctWatcher,
     WaitLimits,
-    Waiting,
     interrupt_message,
     parse_sacct,
     progress_line,
 )
-from graphsweep.run.slurmstate import JobRecord
-from graphsweep.run.watch import RESULT, Fleet, StuckGuard
-from graphsweep.run.job import job_argv
-from graphsweep.run.submit import slurm_parameters
+from graphsweep.run.watch import INFRA, RESULT, Fleet, JobWatch, StuckGuard
+from graphsweep.entry.job import job_argv
+from graphsweep.run.sbatch import slurm_parameters
 
 from tests.support import ROOT
 
@@ -151,37 +156,95 @@ def test_stuck_guard_resets_when_the_job_moves_on():
     assert guard.observe("PREEMPTED", 2001) is not None
 
 
-def test_cache_calls_sacct_at_most_once_per_interval_for_all_jobs(tmp_path, monkeypatch):
-    # A sacct that only counts and answers: the real one needs the cluster (see test_sacct_load.py for that).
+def fake_sacct(tmp_path: Path, monkeypatch, answer: str) -> Path:
+    """A sacct that only counts its calls and answers `answer` (a stand-in: the real one needs the cluster)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     calls = tmp_path / "calls"
-    (bin_dir / "sacct").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\necho '1|RUNNING|0:0|00:00:01|00:05:00|vm|None'\n")
+    (bin_dir / "sacct").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\nprintf '{answer}'\n")
     (bin_dir / "sacct").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    cache = SlurmStateCache(tmp_path / "state", min_interval_s=3600)
-    for job in ("1", "2", "3"):
-        cache.register(job, f"run-{job}")
-    first = cache.lookup("1")
-    for _ in range(20):
-        assert cache.lookup("2").queried_at == first.queried_at
-    assert first.record.state == "RUNNING" and cache.lookup("3").record is None
+    return calls
+
+
+def test_the_watcher_calls_sacct_at_most_once_per_interval_for_all_jobs(tmp_path, monkeypatch):
+    calls = fake_sacct(tmp_path, monkeypatch, "1|RUNNING|0:0|00:00:01|00:05:00|vm|None\\n")
+    watcher = SacctWatcher(interval_s=10)
+    first = watcher.look(["1", "2", "3"], now=100.0)
+    for t in range(20):
+        assert watcher.look(["2", "3", "1"], now=100.0 + t * 0.4)["2"].queried_at == first["1"].queried_at
+    assert first["1"].record.state == "RUNNING" and first["3"].record is None and first["3"].ok
+    watcher.look(["1"], now=110.0)
     lines = calls.read_text().splitlines()
-    assert len(lines) == 1 and "-j 1,2,3" in lines[0]
+    assert len(lines) == 2 and "-j 1,2,3" in lines[0] and "-j 1 " in lines[1] + " "
 
 
-def test_a_reattached_job_that_finished_meanwhile_is_said_once_and_read(tmp_path):
+def test_a_failed_sacct_call_is_said_and_not_repeated_before_the_interval(tmp_path, monkeypatch):
+    calls = fake_sacct(tmp_path, monkeypatch, "")
+    (tmp_path / "bin" / "sacct").write_text(f"#!/bin/sh\necho x >> {calls}\necho 'slurmdbd down' >&2\nexit 1\n")
+    watcher = SacctWatcher(interval_s=10)
+    look = watcher.look(["7"], now=0.0)["7"]
+    assert not look.ok and "slurmdbd down" in look.error
+    watcher.look(["7"], now=5.0)
+    assert len(calls.read_text().splitlines()) == 1
+
+
+def side(job_id: str, folder: Path) -> JobSide:
+    return JobSide(cluster="slurm", job_id=job_id, folder=str(folder / "%j"), log=str(folder / "log.txt"))
+
+
+def test_a_reattached_job_that_finished_meanwhile_is_said_once_and_read(tmp_path, monkeypatch):
     # A killed controller's job may finish between the new controller finding its side file and its first poll: the
     # user still hears that the run was reattached, not resubmitted (CI saw this race in test_workflow_slurm).
-    folder = tmp_path / "%j"
+    fake_sacct(tmp_path, monkeypatch, "")
     (tmp_path / "41").mkdir()
-    (tmp_path / "41" / "41_0_result.pkl").write_bytes(b"")
+    submitit.core.utils.cloudpickle_dump(("success", {"exit_code": 0}), tmp_path / "41" / "41_0_result.pkl")
     said: list[str] = []
-    fleet = Fleet(SlurmStateCache(tmp_path / "state"), WaitLimits(), said.append)
-    flight = fleet.add("cell-a.eager.r1", {"job_id": "41", "folder": str(folder)}, reattached=True)
+    fleet = Fleet(SacctWatcher(10), WaitLimits(), said.append)
+    flight = fleet.add("cell-a.eager.r1", side("41", tmp_path), reattached=True)
     assert [e.kind for e in fleet.poll([flight], now=0.0)] == [RESULT]
-    assert [e.kind for e in fleet.poll([flight], now=1.0)] == [RESULT]
     assert said == ["reattaching cell-a.eager.r1 to Slurm job 41 (finished, result present)"]
+
+
+def test_a_job_sacct_lost_is_lost_only_once_slurmctld_holds_it_no_more():
+    """sacct with no record past lost_after_s: slurmctld is asked; while it holds the job (the accounting lags or
+    fails) it is waited for; once it does not, the run may be submitted again; when squeue fails, nothing is
+    decided."""
+    held = {"state": "RUNNING"}
+    watch = JobWatch("5", WaitLimits(lost_after_s=60), started=0.0, ask_slurmctld=lambda _: held["state"])
+    nothing = Lookup(None, queried_at=1.0, ok=True)
+    watch.observe(nothing, 1.0)
+    watch.observe(nothing, 62.0)  # past the limit, but slurmctld runs it: waited for, said once
+    assert watch.note and "slurmctld holds it (RUNNING)" in watch.note
+    watch.observe(nothing, 100.0)
+    held["state"] = None  # squeue failed: cannot say
+    watch.observe(nothing, 130.0)
+    held["state"] = GONE
+    with pytest.raises(InfraFailure, match="LOST: .*slurmctld holds it no more"):
+        watch.observe(nothing, 200.0)
+
+
+def test_a_result_of_a_job_slurm_cancelled_is_an_infrastructure_failure(tmp_path, monkeypatch):
+    """scancel of a running job: its training exits -15 and the job function still returns, so a result pickle
+    exists; sacct's CANCELLED, looked at after the result appeared, makes it a failure that is retried."""
+    calls = fake_sacct(tmp_path, monkeypatch, "9|CANCELLED by 0|0:15|00:00:12|00:05:00|vm|None\\n")
+    (tmp_path / "9").mkdir()
+    submitit.core.utils.cloudpickle_dump(("success", {"exit_code": -15}), tmp_path / "9" / "9_0_result.pkl")
+    fleet = Fleet(SacctWatcher(10), WaitLimits(result_grace_s=30), lambda _: None)
+    flight = fleet.add("s.eager.r1", side("9", tmp_path))
+    events = fleet.poll([flight], now=100.0)
+    assert [(e.kind, e.failure.state) for e in events] == [(INFRA, "CANCELLED")]
+    assert "exit code -15 is Slurm stopping it" in str(events[0].failure)
+    assert len(calls.read_text().splitlines()) == 1
+
+
+def test_a_failed_training_in_a_job_that_completed_is_the_runs_result(tmp_path, monkeypatch):
+    fake_sacct(tmp_path, monkeypatch, "8|COMPLETED|0:0|00:00:12|00:05:00|vm|None\\n")
+    (tmp_path / "8").mkdir()
+    submitit.core.utils.cloudpickle_dump(("success", {"exit_code": 1}), tmp_path / "8" / "8_0_result.pkl")
+    fleet = Fleet(SacctWatcher(10), WaitLimits(), lambda _: None)
+    flight = fleet.add("s.eager.r1", side("8", tmp_path))
+    assert [e.kind for e in fleet.poll([flight], now=100.0)] == [RESULT]
 
 
 def test_latest_iteration_reads_megatron_iteration_lines_from_the_tail(tmp_path):
@@ -197,16 +260,16 @@ def test_latest_iteration_reads_megatron_iteration_lines_from_the_tail(tmp_path)
 def test_progress_is_one_line_with_counts_and_iterations(tmp_path):
     log = tmp_path / "a.log"
     log.write_text(" iteration        7/      24 | x\n")
-    jobs = [("11", Waiting("cell-a.eager.r1", str(log)), JobRecord("11", "RUNNING", elapsed="00:01:00")),
-            ("12", Waiting("cell-b.eager.r1"), JobRecord("12", "PENDING", reason="Resources")),
-            ("13", Waiting("cell-c.eager.r1"), JobRecord("13", "PENDING"))]  # fmt: skip
+    jobs = [InFlight("11", "cell-a.eager.r1", str(log), JobRecord("11", "RUNNING", elapsed="00:01:00")),
+            InFlight("12", "cell-b.eager.r1", "", JobRecord("12", "PENDING", reason="Resources")),
+            InFlight("13", "cell-c.eager.r1", "", JobRecord("13", "PENDING"))]  # fmt: skip
     line = progress_line(jobs)
     assert "\n" not in line
     assert "3 in flight (2 pending, 1 running)" in line and "cell-a.eager.r1 (job 11) iteration 7/24" in line
 
 
 def test_interrupt_message_names_the_jobs_and_both_ways_out():
-    jobs = [("11", Waiting("cell-a.eager.r1"), JobRecord("11", "RUNNING")), ("12", Waiting("cell-b.eager.r1"), None)]
+    jobs = [InFlight("11", "cell-a.eager.r1", "", JobRecord("11", "RUNNING")), InFlight("12", "cell-b.eager.r1")]
     text = interrupt_message(jobs)
     assert "scancel 11 12" in text and "cell-a.eager.r1" in text and "run the same snakemake command" in text
 

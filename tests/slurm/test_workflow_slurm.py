@@ -144,6 +144,43 @@ def test_deleting_one_runs_outputs_submits_exactly_one_job(default_sweep):
     assert after == before
 
 
+def test_deleting_one_runs_parsed_files_parses_that_run_alone_in_the_controller(default_sweep):
+    """The parse rule runs in the controller (the graphsweep executor parses each finished run there, one at a time,
+    not in a Python process per run): deleting one run's summary.json and iterations.parquet parses that run alone
+    again, submits nothing and changes no other run's files."""
+    wd, _ = default_sweep
+    run = wd.sweep_dir() / "runs" / "h64-mb2-a68b21.eager.r1"
+    assert run.is_dir(), sorted(p.name for p in run.parent.iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    others = {p: p.stat().st_mtime_ns for p in run.parent.glob("*/summary.json") if p.parent != run}
+    (run / "summary.json").unlink()
+    (run / "iterations.parquet").unlink()
+    n_before = len(wd.submitted())
+    proc = wd.snakemake()
+    assert_ok(proc)
+    text = proc.stdout + proc.stderr
+    assert re.search(r"^parse\s+1$", text, re.M) and not re.search(r"^run\s+\d", text, re.M), text[-3000:]
+    assert len(wd.submitted()) == n_before
+    assert json.loads((run / "summary.json").read_text()) == summary
+    assert {p: p.stat().st_mtime_ns for p in others} == others
+
+
+def test_a_damaged_run_json_is_named_in_one_line_and_nothing_runs(default_sweep):
+    wd, _ = default_sweep
+    victim = wd.sweep_dir() / "runs" / "h64-mb2-a68b21.eager.r1" / "run.json"
+    good = victim.read_text()
+    victim.write_text(good[:40])
+    try:
+        n_before = len(wd.submitted())
+        proc = wd.snakemake()
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        last = proc.stderr.strip().splitlines()[-1]
+        assert "runs/h64-mb2-a68b21.eager.r1/run.json" in last and "not valid JSON" in last, last
+        assert len(wd.submitted()) == n_before
+    finally:
+        victim.write_text(good)
+
+
 # --------------------------------------------------------------------------------------------------
 # Faults
 
@@ -176,6 +213,58 @@ def test_scancel_of_one_run_is_rerun_alone(slurm_cluster, tmp_path):
     after = wd.run_jsons()
     assert set(after) == set(done) | {victim}
     assert {k: v for k, v in after.items() if k != victim} == done
+
+
+BLIND_SACCT = """#!/bin/sh
+# sacct that answers with no records (slurmdbd lost the jobs, or lags behind), counted as the wrapper counts
+printf '%s\\t0\\t\\t%s\\n' "$(date +%s.%N)" "$*" >> {log}
+exit 0
+"""
+
+
+def test_a_job_sacct_has_no_record_of_is_waited_for_and_never_doubled(slurm_cluster, tmp_path):
+    """Issue 38 item 3: sacct answered with no records, lost_after_min passed, the run was declared lost without
+    scancel and the retry ran beside the job (2 live jobs of one run after 16 s). slurmctld still holds the jobs: they
+    are waited for, and each run keeps its one job."""
+    wd = make_workdir(tmp_path, spec_with(), setup=["sleep 20"], lost_after_min=0.05)  # lost after 3 s
+    (wd.bin / "sacct").write_text(BLIND_SACCT.format(log=wd.logs["sacct"]))
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    proc = wd.snakemake()
+    assert_ok(proc)
+    out = proc.stdout + proc.stderr
+    assert "slurmctld holds it" in out and "waiting for it" in out, out[-3000:]
+    assert len(wd.submitted()) == 2 and len(wd.run_jsons()) == 2, [c.args for c in wd.submitted()]
+    assert len(wd.logs["sacct"].read_text().splitlines()) >= 2  # it was asked, and said nothing
+    # the scheduler's own books: one job per run
+    names = ",".join(f"gs-{r}" for r in wd.run_jsons())
+    listed = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "--name", names, "-o", "JobID,JobName"],
+                            capture_output=True, text=True, check=True, timeout=60).stdout.split()  # fmt: skip
+    assert sorted(line.split("|")[1] for line in listed) == sorted(f"gs-{r}" for r in wd.run_jsons()), listed
+
+
+def test_scancel_of_a_training_eager_job_is_an_infrastructure_failure_not_a_crash(slurm_cluster, tmp_path):
+    """Issue 38 item 4: scancel reaches every process of the job, the training exits -15 and the job function still
+    returns its facts, so submitit writes a result: it was recorded `crashed ... exit code -15`, the cell
+    baseline-failed. Slurm's CANCELLED, looked at after the result, makes it the failure the README's table names:
+    retried (here --retries 0: the rule fails, nothing is recorded, the next snakemake submits it again)."""
+    spec = spec_with(iterations=3000, executor={"cluster": "local", "timeout_min": 5})
+    wd = make_workdir(tmp_path, spec)
+    ctl = wd.start("--retries", "0")
+
+    def training():
+        eager = {r: s for r, s in wd.side_files().items() if r.endswith(".eager.r1")}
+        logs = [Path(s["log"]) for s in eager.values()]
+        return eager if logs and logs[0].exists() and "iteration" in logs[0].read_text(errors="replace") else None
+
+    ((victim, side),) = wait_until(training, 240, "the eager run's training to log an iteration", ctl).items()
+    subprocess.run(["scancel", side["job_id"]], check=True, timeout=60)
+    assert ctl.wait(300) != 0
+    out = controller_output(ctl)
+    assert f"job {side['job_id']} ended CANCELLED while its training ran" in out, out[-3000:]
+    assert victim not in wd.run_jsons()  # no result: not crashed, not baseline-failed
+    failed = json.loads((wd.sweep_dir() / ".jobs" / victim / "failed.json").read_text())
+    assert failed["state"] == "CANCELLED" and not (wd.sweep_dir() / ".jobs" / victim / "job.json").exists()
+    assert sacct_jobs([side["job_id"]])[side["job_id"]]["State"] == "CANCELLED"
 
 
 def test_time_limit_too_short_is_retried_with_more_time(slurm_cluster, tmp_path):

@@ -35,13 +35,19 @@ def test_cross_product_with_exclude_and_shared_baselines(tmp_path):
         {"hidden": 64, "micro_batch": 2},
         {"hidden": 128, "micro_batch": 1},
     ]
-    runs = spec.runs()
+    # the decision loop plans every cell to its budget (decide.max_repeats, 8 by default) and submits the first 2
+    looped = spec.runs()
+    assert len(looped) == 3 * (8 + 2 * 8) and spec.decide.max_repeats == 8 and spec.repeats == 2
+    once = load_spec(write(tmp_path, {**BASE, "exclude": [{"hidden": 128, "micro_batch": 2}],
+                                      "decide": {"enabled": False}}))
+    runs = once.runs()
     # per shape: 2 eager repeats shared by both variants + 2 variants x 2 repeats
     assert len(runs) == 3 * (2 + 2 * 2)
-    assert len(spec.cells()) == 3 * 2
+    assert {r.run_id for r in runs} == {r.run_id for r in looped if r.repeat <= 2}
+    assert len(once.cells()) == 3 * 2
     eager = [r for r in runs if r.arm == "eager"]
     assert len(eager) == 6
-    cell = spec.cells()[0]
+    cell = once.cells()[0]
     assert cell.eager_run_ids == tuple(r.run_id for r in eager[:2])
     assert len({r.run_id for r in runs}) == len(runs)
 

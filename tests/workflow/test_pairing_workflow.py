@@ -35,7 +35,7 @@ def test_plan_has_one_pair_job_per_cell_and_repeat(paired):
     plan = pd.read_parquet(out / "plan.parquet")
     assert len(plan) == 4 and set(plan.arm) == {"pair"}
     assert plan.run_id.str.contains(r"\.pair\.r[12]$").all()
-    assert plan.command.str.contains("graphsweep.run.abba").all()
+    assert plan.command.str.contains("graphsweep.entry.abba").all()
 
 
 def test_each_job_ran_abba_or_baab_and_kept_its_segment_logs(paired):

@@ -224,3 +224,70 @@ def test_ctrl_c_a_second_controller_status_and_resume(tmp_path):
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "graphsweep: sweep 'slow' done: 1 cells:" in done.stderr
+
+
+def _trainings(workdir: Path) -> list[int]:
+    """The training processes of this sweep's local jobs: the builtin entry, in the environment submitit's local
+    controller gives its tasks (SUBMITIT_LOCAL_COMMAND names the job's folder under workdir)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"graphsweep.entry.builtin" in cmd and str(workdir).encode() in env:
+            found.append(int(pid))
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(p))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.snakemake
+@pytest.mark.parametrize("killed", ["the controller", "the controller and the run rule"])
+def test_a_killed_controllers_local_job_never_trains_beside_the_reruns(tmp_path, killed):
+    """Issue 38 item 3: kill -9 of the controller's main process (the OOM killer, a closed terminal) left the run rule's
+    process and its local job behind, and after --unlock and --rerun-incomplete both trained at once. The run rule's
+    process now stops its job as soon as its controller is gone; where it was killed too, the rerun stops the job its
+    side file names, and confirms it gone, before it starts its own."""
+    workdir = copy_workflow(tmp_path)
+    write(workdir / "configs" / "slow.yaml", SLOW)
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--cores", "2", "--config", "spec=configs/slow.yaml"]  # fmt: skip
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for(lambda: len(_trainings(workdir)) == 1, 180)  # the eager run trains
+        rule = [c for c in _children(first.pid) if b"run.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert len(rule) == 1, rule
+        os.kill(first.pid, signal.SIGKILL)
+        if killed != "the controller":
+            os.kill(rule[0], signal.SIGKILL)  # its local job is an orphan nobody waits for
+        first.wait(30)
+        if killed == "the controller":  # the run rule's process saw its parent go and stopped the job
+            _wait_for(lambda: not _trainings(workdir), 60)
+        assert subprocess.run(cmd + ["--unlock"], capture_output=True, timeout=300).returncode == 0
+        rerun = subprocess.Popen(cmd + ["--rerun-incomplete"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, start_new_session=True)  # fmt: skip
+        most = 0
+        while rerun.poll() is None:
+            most = max(most, len(_trainings(workdir)))
+            time.sleep(0.2)
+        _, stderr = rerun.communicate()
+    finally:
+        for proc in (first, locals().get("rerun")):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert rerun.returncode == 0, stderr[-3000:]
+    assert most == 1, f"{most} trainings of the run at once"
+    assert ("still runs: stopping it before a new one starts" in stderr) == (killed != "the controller"), stderr[-3000:]
+    assert "graphsweep: sweep 'slow' done: 1 cells:" in stderr

@@ -59,6 +59,22 @@ def test_on_cpu_graph_rows_are_blocked_by_the_missing_cuda_device(default_sweep)
     assert set(comparison.rule_id) == {"no_cuda_here"} and (comparison.gpu_seconds == 0).all()
 
 
+@pytest.mark.slow
+def test_on_cpu_the_report_says_no_cuda_device_and_points_at_the_h200_report(default_sweep):
+    """Issue 37 item 7: the default sweep on a CPU shows nothing of the graphs; the report says why in its own words
+    (never "stay eager": no graph was measured) and where the same sweep's H200 figures are."""
+    workdir, _ = default_sweep
+    md = (workdir / "results/default/report.md").read_text()
+    heads = [line for line in md.splitlines() if line.startswith("- **")]
+    assert len(heads) == 3 and all(line.endswith("**no CUDA device here**: graph arms blocked; the eager baselines ran")
+                                   for line in heads), heads
+    assert "stay eager" not in md
+    pointer = "results/examples/h200-builtin/report.html"
+    assert f"`{pointer}` in the graphsweep repository" in md and (ROOT / pointer).is_file()
+    page = (workdir / "results/default/report.html").read_text()
+    assert page.count('<span class="rec-eager">no CUDA device here</span>') == 3 and f"<code>{pointer}</code>" in page
+
+
 def test_on_cpu_no_job_is_started_for_a_graph_arm(default_sweep):
     workdir, proc = default_sweep
     plan = pd.read_parquet(workdir / "results/default/plan.parquet")
