@@ -14,7 +14,13 @@ from graphsweep.plan.repeats import RepeatsError
 from graphsweep.plan.sweep_plan import plan_for
 from graphsweep.resources import CONFIG_SCHEMA, data_file
 from graphsweep.run.ingest import IngestError, match_files, unseeded_note
-from graphsweep.smk import config_problem, refuse, setting_file, setting_on, unsafe_setting
+from graphsweep.smk import (
+    config_problem,
+    refuse,
+    setting_file,
+    setting_on,
+    unsafe_setting,
+)
 from graphsweep.layout import SweepPaths
 from graphsweep.records import SpecError
 from graphsweep.vocab import PAIR

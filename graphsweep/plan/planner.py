@@ -254,6 +254,7 @@ class NothingToMeasure(SpecError):
 
     def __init__(self, spec: Spec, planned: Sequence[PlannedRun]):
         self.spec, self.planned = spec, tuple(planned)
+        planned = [p for p in planned if p.look == 1]  # the counts check-spec shows: the first look's runs
         rules = Counter(v.rule for p in planned for v in p.violations if v.rule != NO_CUDA_HERE)
         rule, runs = rules.most_common(1)[0]
         message = next(v.message for p in planned for v in p.violations if v.rule == rule)
