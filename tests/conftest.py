@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from graphsweep.workloads import bridge_check
 
 from tests.lane.sitecustomize import GUARDED, HEAVY, LANE_ENV, install
 from tests.support import ROOT
@@ -92,3 +95,14 @@ def _write_counts(lane: str, items: list[pytest.Item], kept: int) -> None:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def bridge_worker() -> Iterator[bridge_check.BridgeWorker]:
+    """One Bridge worker for every live Bridge test of the session (its imports take most of a minute); skips without
+    GRAPHSWEEP_MEGATRON_PYTHON."""
+    python = os.environ.get("GRAPHSWEEP_MEGATRON_PYTHON")
+    if not python:
+        pytest.skip("GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
+    with bridge_check.BridgeWorker(python, timeout=1200) as worker:
+        yield worker
