@@ -7,10 +7,11 @@ found, not paid for.
 
 `make test` runs every test in three lanes that split the suite by marker, each test in exactly one (`lane_of`), so a
 new test joins a lane by its markers alone (tests/lane/lanes.py runs them):
-- `--lane slurm`: the tests marked slurm (they wait on the local Slurm cluster and use little CPU);
-- `--lane cpu`: every other test but the megatron ones; starting a Slurm command here fails like a missing marker
+- `--lane=slurm`: the tests marked slurm (they wait on the local Slurm cluster and use little CPU); with `=`:
+  pytest reads `--lane slurm` as the path ./slurm (the profile's link) before this file defines --lane;
+- `--lane=cpu`: every other test but the megatron ones; starting a Slurm command here fails like a missing marker
   in the fast lane (the Slurm lane's fault tests take the cluster's node down beside it);
-- `--lane megatron`: the tests marked megatron (their live checks rewrite fixtures the cpu lane reads).
+- `--lane=megatron`: the tests marked megatron (their live checks rewrite fixtures the cpu lane reads).
 """
 
 from __future__ import annotations

@@ -63,6 +63,7 @@ def test_unmarked_slurm_command():
 def suite(tmp_path: Path, cpu_ok: bool = True) -> Path:
     """A checkout-like folder: the project's lane hooks as its conftest.py, six tests spread over the three lanes."""
     tmp_path.mkdir()
+    (tmp_path / "slurm").mkdir()  # as the repository's ./slurm link: `--lane slurm` would read it as a path
     (tmp_path / "conftest.py").write_text(
         "from tests.conftest import pytest_addoption, pytest_collection_modifyitems, pytest_configure  # noqa: F401\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slurm\n    megatron\n    snakemake\n    slow\n")

@@ -60,7 +60,9 @@ class Lane:
 
     def run(self, root: Path, counts: Path) -> None:
         """Run the lane's pytest to its end, its lines prefixed with the lane's name; record status, wall and CPU."""
-        argv = [sys.executable, "-m", "pytest", "--lane", self.name, "-ra", f"--durations={DURATIONS}", *self.args]
+        # --lane=NAME, one word: `--lane slurm` would make pytest read `slurm` as a path first (the repository's ./slurm
+        # link to profiles/slurm) and load no tests/conftest.py, which defines --lane
+        argv = [sys.executable, "-m", "pytest", f"--lane={self.name}", "-ra", f"--durations={DURATIONS}", *self.args]
         say(f"{self.name}: start: {shlex.join(argv[1:])}")
         start = time.monotonic()
         proc = subprocess.Popen(argv, cwd=root, env={**os.environ, **self.env, COUNTS_ENV: str(counts)},
