@@ -8,7 +8,8 @@
    busy (Snakemake, torch, Chromium and the unit tests) on N pytest-xdist workers (default: one a core), a module's
    tests on one worker (--dist loadscope: a module's fixture sweep runs once).
 2. `megatron` last: its live checks rewrite tests/fixtures/bridge_validator.json and core_validator.json, which the
-   cpu lane's recorded-verdict tests read. Where $GRAPHSWEEP_MEGATRON_ENV names a file, the lane first waits for it
+   cpu lane's recorded-verdict tests read. Its tests each start a Python 3.12 process that imports Megatron (most of
+   a minute of CPU), so they run on N workers too, a module's tests on one (they share one Bridge worker). Where $GRAPHSWEEP_MEGATRON_ENV names a file, the lane first waits for it
    and takes the variables its KEY=VALUE lines set: .ci/run builds the Bridge venv while the other lanes run and
    writes that file when the build ends.
 
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = p.parse_known_args(argv)
     cpu = Lane("cpu", ["-n", str(args.workers), "--dist", "loadscope", *extra])
     slurm = Lane("slurm", extra)
-    megatron = Lane("megatron", extra)
+    megatron = Lane("megatron", ["-n", str(args.workers), "--dist", "loadscope", *extra])
     with tempfile.TemporaryDirectory(prefix="graphsweep-lanes-") as tmp:
         counts = Path(tmp)
         side_by_side([slurm, cpu], args.dir, counts)
