@@ -29,11 +29,13 @@ system:
 slurm: system
 	bash tests/slurm/local-cluster.sh start
 
+# Every test, in three lanes (tests/lane/lanes.py): the slurm lane (sleep-bound) beside the cpu lane (pytest-xdist, one
+# worker a core), then the megatron lane; each prints its slowest tests and a timed line
 test: install slurm
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m pytest -ra
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) tests/lane/lanes.py
 
 # tests/conftest.py --lane fast: deselects the tests marked slow/snakemake/torch/chromium/slurm/megatron, 60 s a test;
-# two pytest-xdist workers, one a core (the lane is ~150 s of CPU; make test stays one process: one Slurm cluster)
+# two pytest-xdist workers, one a core (the lane is ~150 s of CPU)
 test-fast: install
 	$(PY) -m pytest --lane fast -q -n 2
 

@@ -15,6 +15,26 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 
+PACKAGES=(
+    # Slurm with accounting: sacct is how submitit and Snakemake's Slurm plugin read job states.
+    slurmctld slurmd slurm-client slurmdbd munge mariadb-server mariadb-client
+    # Report screenshot test; fonts so text renders (Recommends are off).
+    chromium fonts-liberation fonts-dejavu-core
+    # Project tooling.
+    python3 python3-venv python3-pip python3-dev git ca-certificates procps hostname build-essential
+)
+
+# A second call (make test after .ci/run's own `make system`, or on a developer's machine) finds everything installed
+# and asks no registry.
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if ((${#missing[@]} == 0)); then
+    log "all ${#PACKAGES[@]} packages installed already"
+    exit 0
+fi
+
 # Keep package postinst scripts from starting munge/mariadb/slurm through invoke-rc.d: in a container
 # they would either fail or leave daemons that local-cluster.sh did not start and cannot stop.
 POLICY=/usr/sbin/policy-rc.d
@@ -27,15 +47,6 @@ if [[ ! -e $POLICY ]]; then
 fi
 cleanup() { if ((created_policy)); then rm -f "$POLICY"; fi; }
 trap cleanup EXIT
-
-PACKAGES=(
-    # Slurm with accounting: sacct is how submitit and Snakemake's Slurm plugin read job states.
-    slurmctld slurmd slurm-client slurmdbd munge mariadb-server mariadb-client
-    # Report screenshot test; fonts so text renders (Recommends are off).
-    chromium fonts-liberation fonts-dejavu-core
-    # Project tooling.
-    python3 python3-venv python3-pip python3-dev git ca-certificates procps hostname build-essential
-)
 
 log "apt-get update"
 apt-get update -q

@@ -14,8 +14,8 @@ Two halves in one file:
   many cells: the imports take most of a minute) or ``python graphsweep/workloads/bridge_check.py [--recipe R] [--gpus N]
   KEY=VALUE ...`` for one cell.
 - **controller** (the workflow's Python 3.11, no Megatron): :func:`validate_cells` starts the worker with a given
-  interpreter over many cells at once; :func:`cell_from_settings` and :func:`cells_from_runs` turn preflight
-  settings or planned runs into cells.
+  interpreter over many cells at once (or uses a :class:`BridgeWorker` kept for many calls, as the tests do);
+  :func:`cell_from_settings` and :func:`cells_from_runs` turn preflight settings or planned runs into cells.
 
 Megatron and torch are imported only inside the worker's functions (the controller's Python has neither); at module
 level this file imports only graphsweep's standard-library modules, so the worker's Python needs nothing else.
@@ -45,8 +45,11 @@ import importlib.metadata as metadata  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import queue  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from typing import Any, Iterable, Mapping, Sequence  # noqa: E402
 
@@ -289,6 +292,116 @@ def cells_from_plans(planned: Iterable[tuple[str, LaunchPlan, str]], *,
                                base_overrides=base) for run_id, plan, recipe in planned]
 
 
+class BridgeWorker:
+    """One worker process (``bridge_check.py --serve`` run by ``python``) for any number of :func:`validate_cells` calls:
+    Bridge's imports take most of a minute, paid once when it starts. A context manager; ``close()`` ends it.
+
+    The worker runs in a scratch directory (``cwd``, default a fresh temporary one): recipes name output folders
+    relative to it. ``worker_env`` is added to its environment: e.g. ``HF_HUB_OFFLINE=1`` where Hugging Face cannot be
+    reached (the Llama/Qwen recipes read a model config from the Hub; offline they fail at once with a recipe_error
+    instead of waiting on the network). ``timeout``: seconds for the imports. Raises :class:`BridgeCheckError` when the
+    worker cannot start, dies or runs past a time limit.
+    """
+
+    def __init__(self, python: str | os.PathLike[str], *, timeout: float = 900.0,
+                 cwd: str | os.PathLike[str] | None = None, worker_env: Mapping[str, str] | None = None) -> None:
+        self.interpreter = str(python)
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)  # the controller's packages must not shadow the worker's
+        env.setdefault("CUDA_VISIBLE_DEVICES", "")
+        env.update({str(k): str(v) for k, v in (worker_env or {}).items()})
+        self._scratch = tempfile.TemporaryDirectory(prefix="graphsweep-bridge-check-")
+        self._stderr = tempfile.TemporaryFile("w+")
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        try:
+            self._proc = subprocess.Popen(
+                [self.interpreter, str(Path(__file__).resolve()), "--serve"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=self._stderr, text=True, cwd=str(cwd or self._scratch.name), env=env,
+            )
+        except FileNotFoundError as exc:
+            self._scratch.cleanup()
+            self._stderr.close()
+            raise BridgeCheckError(
+                f"preflight megatron: interpreter {python} not found; build the venv with tools/megatron-venv.sh "
+                "or point workload.bridge_python at a Python with megatron-bridge installed"
+            ) from exc
+        threading.Thread(target=self._pump, daemon=True).start()
+        ready = self._next(time.monotonic() + timeout, f"ran past {timeout:.0f} s importing Megatron Bridge")
+        if not ready or not ready.get("ready"):
+            code, tail = self.close(), self._stderr_tail
+            self._stderr.close()
+            raise BridgeCheckError(
+                f"preflight megatron: {python} could not import Megatron Bridge (exit {code}); "
+                f"is it the venv of tools/megatron-venv.sh?\n{tail}"
+            )
+        self.versions: dict[str, str] = ready.get("versions", {})
+        self.python: str = ready.get("python", "")
+
+    def validate(self, cells: Sequence[BridgeCell], *, timeout: float = 900.0) -> list[BridgeVerdict]:
+        """One verdict per cell, in order; ``timeout``: seconds for all of them."""
+        deadline = time.monotonic() + timeout
+        verdicts: list[BridgeVerdict] = []
+        for cell in cells:
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write(json.dumps(asdict(cell)) + "\n")
+                self._proc.stdin.flush()
+                answer = self._next(deadline, f"ran past {timeout:.0f} s on {len(cells)} cells")
+            except (BrokenPipeError, ValueError):  # the worker is gone (or closed)
+                answer = None
+            if answer is None:
+                code = self.close()
+                raise BridgeCheckError(
+                    f"preflight megatron: the Bridge worker answered {len(verdicts)} of {len(cells)} cells "
+                    f"(exit {code}); last stderr lines:\n{self._stderr_tail}"
+                )
+            verdicts.append(BridgeVerdict(**{k: answer.get(k) for k in ("id", "outcome", "exc_type", "message", "stage")}))
+        return verdicts
+
+    def close(self) -> int | None:
+        """End the worker (its input closed, then killed after 30 s); its exit status."""
+        if self._proc.stdin and not self._proc.stdin.closed:
+            try:
+                self._proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            code = self._proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            code = self._proc.wait()
+        self._scratch.cleanup()
+        return code
+
+    def __enter__(self) -> "BridgeWorker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+        self._stderr.close()
+
+    def _pump(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            if line.strip():
+                self._lines.put(line)
+        self._lines.put(None)  # the worker closed its output: it exited
+
+    def _next(self, deadline: float, late: str) -> dict[str, Any] | None:
+        """The worker's next JSON line; None when it exited first."""
+        try:
+            line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.0))
+        except queue.Empty:
+            self._proc.kill()
+            raise BridgeCheckError(f"preflight megatron: the Bridge worker {late}") from None
+        return None if line is None else json.loads(line)
+
+    @property
+    def _stderr_tail(self) -> str:
+        self._stderr.seek(0)
+        return "\n".join(self._stderr.read().strip().splitlines()[-15:])
+
+
 def validate_cells(
     cells: Sequence[BridgeCell],
     python: str | os.PathLike[str],
@@ -296,52 +409,19 @@ def validate_cells(
     timeout: float = 900.0,
     cwd: str | os.PathLike[str] | None = None,
     worker_env: Mapping[str, str] | None = None,
+    worker: BridgeWorker | None = None,
 ) -> BridgeReport:
-    """Validate every cell with Bridge in one worker process run by ``python`` (a Python with Bridge installed).
-
-    The worker runs in a scratch directory (``cwd``, default a fresh temporary one): recipes name output
-    folders relative to it. ``worker_env`` is added to the worker's environment: e.g. ``HF_HUB_OFFLINE=1`` where
-    Hugging Face cannot be reached (the Llama/Qwen recipes read a model config from the Hub; offline they fail
-    at once with a recipe_error instead of waiting on the network). Raises :class:`BridgeCheckError` when the
-    worker cannot start or dies.
+    """Validate every cell with Bridge: in ``worker`` when given (see :class:`BridgeWorker`), else in a worker of
+    ``python`` (a Python with Bridge installed) started for this call and ended after it. ``timeout``: seconds for the
+    imports, and again for the cells; ``cwd`` and ``worker_env``: see :class:`BridgeWorker`.
     """
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
         raise ValueError("bridge_check.validate_cells: cell ids must be unique")
-    payload = "".join(json.dumps(asdict(c)) + "\n" for c in cells)
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)  # the controller's packages must not shadow the worker's
-    env.setdefault("CUDA_VISIBLE_DEVICES", "")
-    env.update({str(k): str(v) for k, v in (worker_env or {}).items()})
-    with tempfile.TemporaryDirectory(prefix="graphsweep-bridge-check-") as scratch:
-        try:
-            proc = subprocess.run(
-                [str(python), str(Path(__file__).resolve()), "--serve"],
-                input=payload, capture_output=True, text=True, timeout=timeout, cwd=str(cwd or scratch), env=env,
-            )
-        except FileNotFoundError as exc:
-            raise BridgeCheckError(
-                f"preflight megatron: interpreter {python} not found; build the venv with tools/megatron-venv.sh "
-                "or point workload.bridge_python at a Python with megatron-bridge installed"
-            ) from exc
-        except subprocess.TimeoutExpired as exc:
-            raise BridgeCheckError(f"preflight megatron: the Bridge worker ran past {timeout:.0f} s on {len(cells)} cells") from exc
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    if not lines or not lines[0].get("ready"):
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise BridgeCheckError(
-            f"preflight megatron: {python} could not import Megatron Bridge (exit {proc.returncode}); "
-            f"is it the venv of tools/megatron-venv.sh?\n{tail}"
-        )
-    verdicts = [BridgeVerdict(**{k: d.get(k) for k in ("id", "outcome", "exc_type", "message", "stage")})
-                for d in lines[1:]]
-    if len(verdicts) != len(cells):
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise BridgeCheckError(
-            f"preflight megatron: the Bridge worker answered {len(verdicts)} of {len(cells)} cells "
-            f"(exit {proc.returncode}); last stderr lines:\n{tail}"
-        )
-    return BridgeReport(lines[0].get("versions", {}), lines[0].get("python", ""), verdicts)
+    if worker is not None:
+        return BridgeReport(worker.versions, worker.python, worker.validate(cells, timeout=timeout))
+    with BridgeWorker(python, timeout=timeout, cwd=cwd, worker_env=worker_env) as started:
+        return BridgeReport(started.versions, started.python, started.validate(cells, timeout=timeout))
 
 
 def preflight_plans(

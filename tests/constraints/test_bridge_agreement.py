@@ -205,14 +205,14 @@ def _bridge_python() -> str | None:
     return os.environ.get("GRAPHSWEEP_MEGATRON_PYTHON") or None
 
 
-def run_live(python: str) -> dict[str, Any]:
+def run_live(worker: bridge_check.BridgeWorker) -> dict[str, Any]:
     """Validate every case with Bridge; the fixture's content."""
     all_cases = cases()
     to_run = [c for c in all_cases if c["mcore"] not in SKIP_MCORE]
     cells = [bridge_check.cell_from_settings(c["id"], c["settings"], c["env"], gpus=c["gpus"],
                                              recipe=RULE_RECIPE.get(c["rule"], RECIPE), base_overrides=BASE_OVERRIDES)
              for c in to_run]
-    report = bridge_check.validate_cells(cells, python, timeout=1200)
+    report = bridge_check.validate_cells(cells, worker.interpreter, timeout=1200, worker=worker)
     got = report.by_id()
     records = []
     for c in all_cases:
@@ -236,8 +236,8 @@ def run_live(python: str) -> dict[str, Any]:
 @pytest.mark.megatron
 @pytest.mark.slow
 @pytest.mark.skipif(not _bridge_python(), reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
-def test_live_bridge_validator_agrees_with_the_rule_engine():
-    data = run_live(_bridge_python())
+def test_live_bridge_validator_agrees_with_the_rule_engine(bridge_worker):
+    data = run_live(bridge_worker)
     FIXTURE.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
     assert {k: data["versions"].get(k) for k in STACK} == STACK, "the venv is not the pinned stack"
     from tests.support_preflight import _log_live_count
@@ -351,18 +351,18 @@ def test_live_command_line_reports_bridges_assertion(tmp_path):
 
 @pytest.mark.megatron
 @pytest.mark.skipif(not _bridge_python(), reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
-def test_live_tiny_example_sweep_runs_pass_bridges_validator():
+def test_live_tiny_example_sweep_runs_pass_bridges_validator(bridge_worker):
     planned = plan_sweep(load_spec(ROOT / "configs" / "examples" / "megatron-tiny-vanilla-gpt.yaml"))
     one_per_arm = {p.run.run_id.rsplit(".", 1)[0]: p for p in planned}  # repeats have the same overrides
     cells = bridge_check.cells_from_plans((p.run.run_id, p.launch, p.run.workload["recipe"]) for p in one_per_arm.values())
-    report = bridge_check.validate_cells(cells, _bridge_python())
+    report = bridge_check.validate_cells(cells, _bridge_python(), worker=bridge_worker)
     assert {v.id: (v.outcome, v.message) for v in report.verdicts} == {
         v.id: (bridge_check.OK, None) for v in report.verdicts}
 
 
 @pytest.mark.megatron
 @pytest.mark.skipif(not _bridge_python(), reason="GRAPHSWEEP_MEGATRON_PYTHON is not set (build: tools/megatron-venv.sh)")
-def test_live_preflight_runs_blocks_each_run_with_bridges_words():
+def test_live_preflight_runs_blocks_each_run_with_bridges_words(bridge_worker):
     import dataclasses
 
     from graphsweep.workloads.registry import launch_plan
@@ -372,7 +372,7 @@ def test_live_preflight_runs_blocks_each_run_with_bridges_words():
     settings = dict(runs[0].settings)
     runs = [dataclasses.replace(r, settings={**settings, "model.cpu_offloading": True}) for r in runs]
     got = bridge_check.preflight_plans([(r.run_id, launch_plan(r), r.workload["recipe"]) for r in runs],
-                                       _bridge_python())
+                                       _bridge_python(), worker=bridge_worker)
     assert set(got) == {r.run_id for r in runs}  # every repeat answered (each distinct cell validated once)
     by_variant = {r.variant.name: got[r.run_id] for r in runs}
     assert by_variant["eager"] == []
