@@ -51,6 +51,15 @@ LOOP_DROPPED_MARGIN = "dropped-margin"  # its interval lies below 1 + margin: me
 LOOP_BUDGET = "budget"  # undecided when the loop's budget (repeats per arm, GPU-hours) ran out
 LOOP_CONTROL = "control"  # an A/A cell: judged at its shape's looks, never a reason for more repeats
 LOOP_UNTIMED = "untimed"  # blocked, OOM, failed, invalid, baseline-failed, not comparable: repeats cannot change it
+# Why the loop ended at its last look (looks/look-{k}.json `end`, comparison.parquet metadata `loop_end`)
+LOOP_GOES_ON = ""
+LOOP_ALL_DECIDED = "decided"  # no cell is live: each is decided, dropped or cannot be timed
+LOOP_OUT_OF_REPEATS = "max_repeats"  # the next look would need more jobs per arm than decide.max_repeats
+LOOP_OUT_OF_GPU_HOURS = "gpu_hours"  # the next round would take the sweep beyond decide.gpu_hours
+LOOP_NOTHING_TO_RUN = "stuck"  # the live cells' next runs cannot run here (blocked at plan time: no CUDA, a rule)
+LOOP_NO_ROUNDS = "rounds_off"  # `--config rounds=false` and the next round's runs are not all there
+LOOP_ENDS = (LOOP_GOES_ON, LOOP_ALL_DECIDED, LOOP_OUT_OF_REPEATS, LOOP_OUT_OF_GPU_HOURS, LOOP_NOTHING_TO_RUN,
+             LOOP_NO_ROUNDS)
 LOOP_STATUSES = (LOOP_DECIDED, LOOP_LIVE, LOOP_DROPPED_LEADER, LOOP_DROPPED_MARGIN, LOOP_BUDGET, LOOP_CONTROL,
                  LOOP_UNTIMED)
 # --------------------------------------------------------------------------------------------------

@@ -8,4 +8,4 @@ with logging_to(snakemake.log[0]), one_line_errors():
     # the decision loop is over at its final look: the cells it left live are out of budget, later runs not seen
     final = read_look(snakemake.input.look)
     compare(Path(snakemake.input.plan), Path(snakemake.input.runs), Path(snakemake.input.iterations),
-            Path(snakemake.output[0]), loop_over=True, upto=final.look)
+            Path(snakemake.output[0]), loop_over=True, upto=final.look, loop_end=final.end)

@@ -437,7 +437,10 @@ FIRST_LOOK = 3  # jobs per arm at the first look of a cell judged once (the ship
 
 
 def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path,
-            margin: float | None = None, loop_over: bool = True, upto: int | None = None) -> pd.DataFrame:
+            margin: float | None = None, loop_over: bool = True, upto: int | None = None,
+            loop_end: str | None = None) -> pd.DataFrame:
+    """comparison.parquet of a sweep; `upto` the decision loop's last look and `loop_end` why it ended there
+    (vocab LOOP_ENDS; None: no loop ran, ingested logs or one look)."""
     plan = read_table(plan_path, "plan")
     runs = read_table(runs_path, "runs") if Path(runs_path).exists() else pd.DataFrame(columns=["run_id"])
     iterations = read_table(iterations_path, "iterations")
@@ -455,7 +458,8 @@ def compare(plan_path: Path, runs_path: Path, iterations_path: Path, out: Path,
     results = Path(out).parent.parent  # results/{sweep}/comparison.parquet
     write_table(df, out, "comparison", extra={
         "margin": margin, "paired": paired, "decide": decide, "spec_path": spec_path,
-        "continue_command": continue_command(spec_path, results, ingest="source" in spec) if undecided else ""})
+        "continue_command": continue_command(spec_path, results, ingest="source" in spec) if undecided else "",
+        "loop_end": loop_end})
     return df
 
 

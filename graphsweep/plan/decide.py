@@ -29,16 +29,11 @@ from graphsweep.judge import loop
 from graphsweep.layout import SweepPaths
 from graphsweep.store.aggregate import gather
 from graphsweep.store.tables import read_table, table_info
-from graphsweep.vocab import BLOCKED, CONTROL, EAGER, LOOP_LIVE
+from graphsweep.vocab import (
+    BLOCKED, CONTROL, EAGER, LOOP_ALL_DECIDED, LOOP_ENDS, LOOP_GOES_ON, LOOP_LIVE, LOOP_NO_ROUNDS, LOOP_NOTHING_TO_RUN,
+    LOOP_OUT_OF_GPU_HOURS, LOOP_OUT_OF_REPEATS,
+)  # fmt: skip
 
-# Why the loop ends at a look (LookRecord.end); "" while it goes on.
-GOES_ON = ""
-ALL_DECIDED = "decided"  # no cell is live: each is decided, dropped or cannot be timed
-OUT_OF_REPEATS = "max_repeats"  # the next look would need more jobs per arm than decide.max_repeats
-OUT_OF_GPU_HOURS = "gpu_hours"  # the next round would take the sweep beyond decide.gpu_hours
-NOTHING_TO_RUN = "stuck"  # the live cells' next runs cannot run here (blocked at plan time: no CUDA device, a rule)
-NO_ROUNDS = "rounds_off"  # the workflow says `--config rounds=false` and the next round's runs are not all there
-ENDS = (GOES_ON, ALL_DECIDED, OUT_OF_REPEATS, OUT_OF_GPU_HOURS, NOTHING_TO_RUN, NO_ROUNDS)
 
 
 @dataclass(frozen=True)
@@ -49,7 +44,7 @@ class LookRecord:
     repeats: int  # jobs per arm this look judged (its cells' graph arms)
     runs: tuple[str, ...]  # every run judged by this look (the runs of looks 1..k)
     next_runs: tuple[str, ...]  # the runs look k + 1 needs; () when the loop ends here
-    end: str  # ENDS: why the loop ends here ("" while it goes on)
+    end: str  # LOOP_ENDS: why the loop ends here ("" while it goes on)
     spent_gpu_hours: float  # what the judged runs took
     next_gpu_hours: float  # what the next round is estimated to take (0 when none)
     budget_gpu_hours: float
@@ -58,7 +53,7 @@ class LookRecord:
 
     @property
     def done(self) -> bool:
-        return self.end != GOES_ON
+        return self.end != LOOP_GOES_ON
 
     def to_dict(self) -> dict[str, Any]:
         return {"look": self.look, "repeats": self.repeats, "runs": list(self.runs), "next_runs": list(self.next_runs),
@@ -74,7 +69,7 @@ class LookRecord:
         if not isinstance(d, dict) or any(k not in d for k in keys):
             missing = [k for k in keys if not isinstance(d, dict) or k not in d]
             raise UnusableFile(path, f"is not a look record (missing {', '.join(missing[:3])})", fix)
-        if d["end"] not in ENDS or not all(isinstance(r, str) for r in [*d["runs"], *d["next_runs"]]):
+        if d["end"] not in LOOP_ENDS or not all(isinstance(r, str) for r in [*d["runs"], *d["next_runs"]]):
             raise UnusableFile(path, f"has an unknown end {d['end']!r} or a run id that is not text", fix)
         try:
             return cls(int(d["look"]), int(d["repeats"]), tuple(d["runs"]), tuple(d["next_runs"]), str(d["end"]),
@@ -149,26 +144,27 @@ def take_look(k: int, plan_path: Path, paths: SweepPaths, previous: LookRecord |
                  "ci_low": _num(s.judged.lo if s.judged else None), "ci_high": _num(s.judged.hi if s.judged else None),
                  "q": _num(s.q)} for c, s in sj.states.items()}
     if sj.next_n is None:
-        end = OUT_OF_REPEATS if any(s.status == loop.LOOP_BUDGET for s in sj.states.values()) else ALL_DECIDED
+        end = LOOP_OUT_OF_REPEATS if any(s.status == loop.LOOP_BUDGET for s in sj.states.values()) else LOOP_ALL_DECIDED
         return LookRecord(k, n_now, tuple(judged), (), end, spent, 0.0, budget, sj.max_repeats, cells)
     nxt = next_runs(plan, sj.states, set(judged), sj.next_n)
+    if not rounds and (not nxt or not all(paths.run_json(r).exists() for r in nxt)):
+        # asked for no rounds (re-deriving runs made elsewhere): the round this machine might not run is not the end
+        for c in cells.values():
+            if c["status"] == LOOP_LIVE:
+                c["status"] = loop.LOOP_BUDGET
+        return LookRecord(k, n_now, tuple(judged), (), LOOP_NO_ROUNDS, spent, 0.0, budget, sj.max_repeats, cells)
     if not nxt:  # the live cells' next graph runs cannot run here (blocked: no CUDA device, a preflight rule)
         for c in cells.values():
             if c["status"] == LOOP_LIVE:
                 c["status"] = loop.LOOP_BUDGET
-        return LookRecord(k, n_now, tuple(judged), (), NOTHING_TO_RUN, spent, 0.0, budget, sj.max_repeats, cells)
-    if not rounds and not all(paths.run_json(r).exists() for r in nxt):
-        for c in cells.values():
-            if c["status"] == LOOP_LIVE:
-                c["status"] = loop.LOOP_BUDGET
-        return LookRecord(k, n_now, tuple(judged), (), NO_ROUNDS, spent, 0.0, budget, sj.max_repeats, cells)
+        return LookRecord(k, n_now, tuple(judged), (), LOOP_NOTHING_TO_RUN, spent, 0.0, budget, sj.max_repeats, cells)
     cost = next_hours(plan, runs, nxt)
     if spent + cost > budget:
         for c in cells.values():
             if c["status"] == LOOP_LIVE:
                 c["status"] = loop.LOOP_BUDGET
-        return LookRecord(k, n_now, tuple(judged), (), OUT_OF_GPU_HOURS, spent, cost, budget, sj.max_repeats, cells)
-    return LookRecord(k, n_now, tuple(judged), tuple(nxt), GOES_ON, spent, cost, budget, sj.max_repeats, cells)
+        return LookRecord(k, n_now, tuple(judged), (), LOOP_OUT_OF_GPU_HOURS, spent, cost, budget, sj.max_repeats, cells)
+    return LookRecord(k, n_now, tuple(judged), tuple(nxt), LOOP_GOES_ON, spent, cost, budget, sj.max_repeats, cells)
 
 
 def next_runs(plan: pd.DataFrame, states: Mapping[str, loop.CellState], judged: set[str], upto: int) -> list[str]:

@@ -39,6 +39,7 @@ class SweepTables:
     sweep: str
     description: str = ""
     continue_command: str = ""  # the one command that continues the sweep (comparison metadata, the decision loop)
+    loop_end: str | None = None  # why the decision loop ended (vocab LOOP_ENDS; None: no loop ran)
 
 
 def _extra(path: Path) -> dict[str, Any]:
@@ -74,6 +75,7 @@ def load_tables(plan: Path, runs: Path, iterations: Path, comparison: Path) -> S
         plan=p, runs=r, iterations=it, comparison=c.reset_index(drop=True), axes=axes, margin=float(margin),
         confidence=1 - float(alpha), sweep=str(sweep), description=str(spec.get("description") or ""),
         continue_command=str(cx.get("continue_command") or ""),
+        loop_end=cx.get("loop_end") if isinstance(cx.get("loop_end"), str) else None,
     )  # fmt: skip
 
 

@@ -72,6 +72,7 @@ class ToDecide:
     gpu_hours: float | None  # the loop's gpu_hours_to_decide; before it, the more repeats at the runs' cost
     status: str | None  # the loop's loop_status (None: a table written before the loop)
     command: str | None  # the one command that continues the sweep (comparison metadata `continue_command`)
+    end: str | None = None  # why the decision loop ended (comparison metadata `loop_end`, vocab LOOP_ENDS)
 
 
 @dataclass
@@ -167,7 +168,7 @@ def _to_decide(t: SweepTables, c: pd.Series) -> ToDecide:
         repeats = as_number(c.get("repeats_needed"))
         hours = _hours_for(t, c, int(repeats)) if repeats is not None else None
     return ToDecide(None if repeats is None else int(repeats), hours, status if isinstance(status, str) else None,
-                    t.continue_command or None)
+                    t.continue_command or None, t.loop_end)
 
 
 def _hours_for(t: SweepTables, c: pd.Series, repeats: int) -> float | None:

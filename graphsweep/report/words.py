@@ -20,7 +20,10 @@ from graphsweep.report.data import Cost, Summary, SweepTables, as_number, flag
 from graphsweep.report.shapes import fmt_value
 from graphsweep.report.recommend import LOOP_BUDGET, LOOP_FUTILE, LOOP_LIVE, Answer, Crash, Recommendation, gated, \
     rule_ids
-from graphsweep.vocab import BASELINE_FAILED, BLOCKED, INCONCLUSIVE, SPEEDUP, TIMING_VERDICTS, UNVERIFIED, VERDICTS
+from graphsweep.vocab import (
+    BASELINE_FAILED, BLOCKED, INCONCLUSIVE, LOOP_NO_ROUNDS, LOOP_NOTHING_TO_RUN, LOOP_OUT_OF_GPU_HOURS, LOOP_OUT_OF_REPEATS,
+    SPEEDUP, TIMING_VERDICTS, UNVERIFIED, VERDICTS,
+)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,6 +338,15 @@ def crash(c: Crash) -> str:
         "never recommended"
 
 
+# Why a leader is still undecided, by the loop's end (vocab LOOP_ENDS)
+LOOP_STOPPED = {
+    LOOP_OUT_OF_REPEATS: " when the loop reached its most repeats per arm (decide.max_repeats)",
+    LOOP_OUT_OF_GPU_HOURS: " when the loop's GPU-hour budget ran out (decide.gpu_hours)",
+    LOOP_NOTHING_TO_RUN: " (its next runs cannot run on this machine: blocked at plan time)",
+    LOOP_NO_ROUNDS: " (the loop's next rounds were not run here: `--config rounds=false` judged the runs there are)",
+}
+
+
 def undecided(rec: Recommendation) -> str:
     """The leading undecided variant with its interval, what would decide it and what it costs."""
     row, td = rec.leader, rec.to_decide
@@ -343,7 +355,7 @@ def undecided(rec: Recommendation) -> str:
     if td.status == LOOP_LIVE:
         head += ", still being measured"
     elif td.status == LOOP_BUDGET:
-        head += " when the budget ran out"
+        head += LOOP_STOPPED.get(td.end or "", " when the budget ran out")
     hours = f" (≈{td.gpu_hours:.2f} GPU-hours)" if td.gpu_hours is not None else ""
     if td.status == LOOP_FUTILE:
         need = f"no affordable number of repeats decides it{hours}"
