@@ -246,8 +246,9 @@ def _host_shares(log: Path, steady_ms: float) -> tuple[dict[str, float], float]:
 
 def test_realistic_moe_says_where_the_host_time_goes_and_the_estimate_meets_the_measured_graphs() -> None:
     """docs/results-h200.md section 6: the experts hold most of the eager step's host time, no scope a dropless MoE
-    allows takes them, and the estimate from the regions a scope covers lies inside every measured interval."""
-    sweep = EXAMPLES / "megatron-moe-128e"
+    allows takes them, and the estimate from the regions a scope covers lies inside every measured interval. The
+    section's figures are the 2026-12-02 sweep's (kept in benchmarks/data/h200-moe-128e-sweep-a as it was derived)."""
+    sweep = ROOT / "benchmarks" / "data" / "h200-moe-128e-sweep-a"
     cmp = pd.read_parquet(sweep / "comparison.parquet").set_index("variant")
     runs = pd.read_parquet(sweep / "runs.parquet").set_index("run_id")
     scopes = {"attn": ["attn"], "attn+router+pre": ["attn", "moe_router", "moe_preprocess"],
