@@ -80,7 +80,7 @@ PERF_HARNESS_GPU = "h100"
 # runs without a container): `python benchmarks/estimates.py` prints these figures. A run's step comes from
 # estimate_step_seconds; `step_s`, the loop's seconds per iteration of those runs (the mean over their sweeps: the
 # step is the model's, 0.10-0.89 s there, launch-bound ones included), is the least it guesses for a model.
-COST = RunCost(startup_s=22.5, teardown_s=7.1, capture_s=0.9, step_s=0.425)
+COST = RunCost(startup_s=21.4, teardown_s=7.1, capture_s=0.9, step_s=0.418)
 DEFAULT_GPUS_PER_NODE = 8
 
 
