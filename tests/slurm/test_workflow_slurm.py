@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.slurm.slurm_workflow import (
     HOST,
@@ -181,6 +182,35 @@ def test_a_damaged_run_json_is_named_in_one_line_and_nothing_runs(default_sweep)
         victim.write_text(good)
 
 
+def test_a_changed_setting_reruns_its_runs_and_mtime_keeps_them_as_they_ran(default_sweep):
+    """Snakemake keeps the rerun books (issue 39 item 2): each run's launch record is its run rule's params, so a
+    setting that changes a run's command reruns that run and nothing else, and `--rerun-triggers mtime` keeps every
+    run, and its config.yaml, as it ran. (Last of the default sweep's tests: it changes the sweep.)"""
+    wd, _ = default_sweep
+    spec_file = wd.path / "configs" / "sweep.yaml"
+    spec = yaml.safe_load(spec_file.read_text())
+    configs = {p.parent.name: p.read_bytes() for p in (wd.sweep_dir() / "runs").glob("*/config.yaml")}
+    ran = wd.run_jsons()
+    spec["iterations"] += 2  # every run's command: --iterations (the graph arms stay blocked here: no CUDA device)
+    spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+    n_before = len(wd.submitted())
+    proc = wd.snakemake("--rerun-triggers", "mtime")
+    assert_ok(proc)
+    assert len(wd.submitted()) == n_before, [c.args for c in wd.submitted()[n_before:]]
+    assert {p.parent.name: p.read_bytes() for p in (wd.sweep_dir() / "runs").glob("*/config.yaml")} == configs
+    assert wd.run_jsons() == ran
+
+    proc = wd.snakemake()  # the profile's triggers: mtime, input, params
+    assert_ok(proc)
+    new = wd.submitted()[n_before:]
+    assert sorted(c.out.split()[-1] for c in new) == sorted(set(c.out.split()[-1] for c in new))  # one job a run
+    names = {sacct_jobs([c.out.split()[-1]])[c.out.split()[-1]]["JobName"] for c in new}
+    assert names == {f"gs-{run}" for run in ran}, (names, sorted(ran))  # exactly the runs that had run, each once
+    for run in ran:  # each rerun wrote the launch record it ran
+        assert f"  iterations: {spec['iterations']}\n" in (wd.sweep_dir() / "runs" / run / "config.yaml").read_text()
+
+
 # --------------------------------------------------------------------------------------------------
 # Faults
 
@@ -291,9 +321,11 @@ def test_killed_controller_reattaches_without_a_second_job(slurm_cluster, tmp_pa
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
     ctl = wd.start()
     sides = wait_until(lambda: jobs_in_flight(wd, 2), 180, "both jobs in flight", ctl)
-    # The controller waits for both runs itself (the graphsweep executor): no process of their own below it.
+    # The controller waits for both runs itself (the graphsweep executor): no process of their own below it (the run
+    # rule's script is .snakemake/scripts/tmpXXXX.run.py; the plan job may still be writing plan.parquet beside
+    # them: the run rule does not wait for it)
     children = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) == ctl.pid]
-    assert not [c for c in children if "scripts/run.py" in _cmdline(int(c)) or "python" in _cmdline(int(c))], \
+    assert not [c for c in children if re.search(r"(scripts/run|\.run)\.py\b", _cmdline(int(c)))], \
         [_cmdline(int(c)) for c in children]
     os.kill(ctl.pid, signal.SIGKILL)  # the controller only: its jobs stay in the queue
     ctl.wait(30)
