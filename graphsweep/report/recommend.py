@@ -32,13 +32,12 @@ from graphsweep.judge import verdict as vd
 from graphsweep.report.data import GATE_CLASS, SweepTables, as_number, id_list
 from graphsweep.report.shapes import Overrides, graph_overrides
 from graphsweep.vocab import (
-    AA, BASELINE_FAILED, BLOCKED, CRASHED, FAILED, INCONCLUSIVE, SPEEDUP, TIMING_VERDICTS, UNVERIFIED,
+    AA, BASELINE_FAILED, BLOCKED, CRASHED, FAILED, INCONCLUSIVE, LOOP_BUDGET, LOOP_DROPPED_LEADER, LOOP_DROPPED_MARGIN,
+    LOOP_LIVE, SPEEDUP, TIMING_VERDICTS, UNVERIFIED,
 )  # fmt: skip
 
-# comparison.parquet `loop_status` (the decision loop's state of a cell): the ones that leave it undecided and live
-LOOP_LIVE, LOOP_BUDGET, LOOP_FUTILE = "live", "budget", "dropped-futile"
-# ...and the ones that take it out of the race: it cannot beat the leader, or the margin
-LOOP_DROPPED = ("dropped-leader", "dropped-margin")
+# comparison.parquet `loop_status` that take a cell out of the race: it cannot beat the leader, or the margin
+LOOP_DROPPED = (LOOP_DROPPED_LEADER, LOOP_DROPPED_MARGIN)
 
 
 class Answer(enum.Enum):
@@ -154,7 +153,7 @@ def _may_be_faster(c: pd.Series, margin: float) -> bool:
     status = status if isinstance(status, str) else None
     if status in LOOP_DROPPED or as_number(c.get("speedup")) is None:
         return False
-    if c.verdict != INCONCLUSIVE and status not in (LOOP_LIVE, LOOP_BUDGET, LOOP_FUTILE):
+    if c.verdict != INCONCLUSIVE and status not in (LOOP_LIVE, LOOP_BUDGET):
         return False
     hi = _ci_high(c)
     return hi is None or hi > 1 + margin

@@ -18,10 +18,10 @@ from graphsweep.judge import verdict as vd
 from graphsweep.report import gpu_time as gt
 from graphsweep.report.data import Cost, Summary, SweepTables, as_number, flag
 from graphsweep.report.shapes import fmt_value
-from graphsweep.report.recommend import LOOP_BUDGET, LOOP_FUTILE, LOOP_LIVE, Answer, Crash, Recommendation, gated, \
+from graphsweep.report.recommend import Answer, Crash, Recommendation, gated, \
     rule_ids
 from graphsweep.vocab import (
-    BASELINE_FAILED, BLOCKED, INCONCLUSIVE, LOOP_NO_ROUNDS, LOOP_NOTHING_TO_RUN, LOOP_OUT_OF_GPU_HOURS, LOOP_OUT_OF_REPEATS,
+    BASELINE_FAILED, BLOCKED, INCONCLUSIVE, LOOP_BUDGET, LOOP_LIVE, LOOP_NO_ROUNDS, LOOP_NOTHING_TO_RUN, LOOP_OUT_OF_GPU_HOURS, LOOP_OUT_OF_REPEATS,
     SPEEDUP, TIMING_VERDICTS, UNVERIFIED, VERDICTS,
 )  # fmt: skip
 
@@ -357,9 +357,7 @@ def undecided(rec: Recommendation) -> str:
     elif td.status == LOOP_BUDGET:
         head += LOOP_STOPPED.get(td.end or "", " when the budget ran out")
     hours = f" (≈{td.gpu_hours:.2f} GPU-hours)" if td.gpu_hours is not None else ""
-    if td.status == LOOP_FUTILE:
-        need = f"no affordable number of repeats decides it{hours}"
-    elif td.repeats is not None and not flag(row.get("resolution_limited")):
+    if td.repeats is not None and not flag(row.get("resolution_limited")):
         need = f"about {td.repeats} repeats per arm{hours} would decide it"
     elif flag(row.get("family_gated")):
         need = (f"decided on its own but not by the sweep's family check (q {fmt_q(row.get('q_value'))}): more "
