@@ -339,7 +339,8 @@ def repeats_for_power(
     the allowance for an arm of one job; below MIN_OWN_JOBS the judge's allowance rule applies. Power by the normal
     approximation around the judge's own interval rule (same df rule, critical value at the planned df):
       beyond the band: Phi(dist / se(n) - t);  inside: Phi(d_up / se - t) + Phi(d_dn / se - t) - 1.
-    None when no n <= cap gets there (the ratio sits on a band edge, or the print resolution alone blocks it).
+    None when no n <= cap (with a design: no look up to its horizon) gets there (the ratio sits on a band edge, the
+    noise is too large for the looks there are, or the print resolution alone blocks it).
     """
     up, dn = math.log1p(margin), math.log1p(-margin)
     theta = math.log(ratio) if ratio is not None else e.mean_log - g.mean_log

@@ -166,7 +166,8 @@ def repeats(row: Mapping[str, Any], hint: bool = True) -> str:
     if need is not None:
         return f"about {int(need)} repeats per arm would decide it" + (
             " (80% power at the decision loop's looks; `graphsweep more-repeats` raises its budget)" if hint else "")
-    return f"more than {iv.POWER_CAP} repeats per arm would be needed" + (
+    return (f"more repeats per arm than graphsweep plans would be needed (up to {iv.POWER_CAP}; in the decision loop, "
+            "up to its decide.horizon)") + (
         " at this spread (the estimate is too close to a margin edge for the job-to-job noise)" if hint else "")
 
 

@@ -270,8 +270,9 @@ def test_printed_commands_are_the_plan_commands_byte_for_byte(tmp_path, markup_s
     proc = subprocess.run([*graphsweep, "--dry-run", str(markup_spec)], capture_output=True, check=True)
     printed = proc.stdout.decode()
     stored = pd.read_parquet(plan)
-    assert len(stored) == MEGATRON["repeats"] * (1 + 4)  # eager + the example's 3 variants + mlp, each repeated
-    for run_id, command in zip(stored.run_id, stored.command):
+    first = stored[stored.look == 1]  # the first look: eager + the example's 3 variants + mlp, each repeated
+    assert len(first) == MEGATRON["repeats"] * (1 + 4)
+    for run_id, command in zip(stored.run_id, stored.command):  # the loop's later runs too
         assert f"\n{run_id}: {command}\n" in printed, run_id
     for text in ("[attn]", "[attn,mlp]", "[mlp]", "[full_iteration]", "[/b]", "[red]", "\t"):
         assert text in printed, text
@@ -438,8 +439,9 @@ def test_a_file_damaged_under_a_good_footer_fails_its_job_restores_the_outputs_a
 
 @pytest.mark.slow
 def test_extra_repeats_that_is_not_what_more_repeats_writes_is_refused(finished, tmp_path):
-    for text, needle in (("repeat: {x: 3}\n", "unknown key 'repeat'"), ("repeats: [\n", "not valid YAML"),
-                         ("repeats: {nope.attn: 3}\n", "names cell(s) nope.attn that sweep 'default'"),
+    for text, needle in (("repeat: {x: 3}\n", "unknown key 'repeat'"), ("max_repeats: [\n", "not valid YAML"),
+                         ("sweep: other\nmax_repeats: 12\n", "key 'sweep' = 'other', but this is sweep 'default'"),
+                         ("max_repeats: 0\n", "key 'max_repeats' = 0: a budget in jobs per arm is an integer"),
                          ("- 1\n", "holds list, not the mapping")):  # fmt: skip
         workdir, paths = _copy(finished, tmp_path / str(abs(hash(text))))
         damaged = _write_bytes(paths.extra_repeats, text.encode())

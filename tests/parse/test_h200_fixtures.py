@@ -21,15 +21,22 @@ def compare(eager: str, graph: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("graph_log, low, high", [("full.log", 2.0, 2.8), ("attnmlp.log", 1.3, 1.7)])
-def test_one_job_per_arm_estimates_but_does_not_claim_the_speedup(graph_log, low, high):
+@pytest.mark.parametrize("graph_log, low, high, plannable", [("full.log", 2.0, 2.8, True),
+                                                             ("attnmlp.log", 1.3, 1.7, False)])
+def test_one_job_per_arm_estimates_but_does_not_claim_the_speedup(graph_log, low, high, plannable):
     """One job per arm cannot show the job-to-job spread (launch-bound eager jobs of this shape ran at 13.1-16.8 ms:
-    benchmarks/data/h200-jobs): the estimate is there, the verdict waits for repeats, and the reason says why."""
+    benchmarks/data/h200-jobs): the estimate is there, the verdict waits for repeats, and the reason says why. At the
+    allowance's spread a 2.4x effect is decided within the decision loop's 16 looks, a 1.5x one is not (the fixed
+    design's one look would ask for 13 jobs per arm: --one-look)."""
     v = compare("eager.log", graph_log)
     assert low < v["speedup"] < high
     assert v["verdict"] == "inconclusive" and v["thin"] and v["eager_spread"] == v["graph_spread"] == "allowance"
     assert v["ci_low"] < 1.02 < v["speedup"] < v["ci_high"]
-    assert "fewer than 3 jobs in an arm" in v["reason"] and v["repeats_needed"] >= 2
+    assert "fewer than 3 jobs in an arm" in v["reason"]
+    if plannable:
+        assert 2 <= v["repeats_needed"] <= 16 and f"about {v['repeats_needed']} repeats per arm" in v["reason"]
+    else:
+        assert v["repeats_needed"] is None and "more repeats per arm than graphsweep plans" in v["reason"]
 
 
 def test_graph_runs_show_capture_and_more_memory_than_eager():
