@@ -9,7 +9,7 @@ from snakemake.io import is_flagged
 from snakemake.iocontainers import Wildcards
 
 from graphsweep.fileio import UnusableFile
-from graphsweep.plan.decide import check_looks
+from graphsweep.plan.decide import check_looks, read_look
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
 from graphsweep.run.controller import (
     done_when_interrupted,
@@ -53,6 +53,16 @@ def check_time_limit():
         )
 
 
+def pending_runs():
+    """The runs this invocation may submit: the first look's and those the looks taken so far asked for, less the
+    ones with a result (the loop's later looks are not known yet: they may never be asked for)."""
+    runs, k = list(FIRST_LOOK), 1
+    while PATHS.look(k).exists():
+        runs += read_look(PATHS.look(k)).next_runs
+        k += 1
+    return [r for r in dict.fromkeys(runs) if not PATHS.run_json(r).exists()]
+
+
 def check_this_controller():
     """The controller's own checks before anything runs (not repeated in a `run:` job's subprocess)."""
     check_time_limit()
@@ -84,7 +94,7 @@ def check_this_controller():
         # a dry run names the Slurm cluster and partition; a real run on a host without Slurm stops with one line
         # (not a 'Could not detect srun' traceback per run)
         slurm_first_words(
-            [r for r in SUBMITTED if not PATHS.run_json(r).exists()],
+            pending_runs(),
             merged_slurm(config.get("slurm") or {}, SPEC.executor.slurm),
             config["spec"],
             workflow.output_settings.dryrun,

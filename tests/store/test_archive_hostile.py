@@ -136,7 +136,9 @@ def test_a_huge_table_of_zeros_is_refused_unread_in_little_memory(archive, tmp_p
     assert proc.returncode == 2, proc.stderr
     assert f"iterations.parquet: {size:,} bytes, more than a iterations.parquet of a graphsweep archive holds " \
            f"({TABLE_LIMIT:,}): not read" in proc.stderr
-    assert int(proc.stdout.split()[-1]) < 400_000  # KiB: the interpreter and its imports, not the table
+    # KiB: the interpreter, its imports (190 MB) and the archive's other members, never the 1.5 GiB table (1,572,864 KiB);
+    # under a loaded machine's test lanes the peak reached 632 MB (CI, 2026-12-04), on an idle one under 400 MB
+    assert int(proc.stdout.split()[-1]) < 1_000_000
     assert not (tmp_path / "cat").exists()
 
 

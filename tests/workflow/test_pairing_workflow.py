@@ -3,7 +3,7 @@
 Each cell repeat is one job running both arms in ABBA order. On the CPU the graph cell is blocked at plan time (no
 CUDA device); `verify: true` runs its pair jobs anyway, so their graph segments confirm it (blocked) while their eager
 segments complete; the A/A control cell completes in both arms and is judged on
-per-job log-ratios. Then `graphsweep more-repeats` adds pair jobs to an inconclusive control cell only.
+per-job log-ratios. `graphsweep more-repeats` adds no pair job for the A/A control cell alone.
 """
 
 from __future__ import annotations
@@ -73,14 +73,17 @@ def test_verdicts_blocked_graph_cell_and_a_paired_control_cell(paired):
     assert list(aa.eager_run_ids) == [f"{aa.cell_id}.pair.r{k}.eager" for k in (1, 2)]
 
 
-def test_more_repeats_adds_pair_jobs_only_for_the_inconclusive_control_cell(paired):
+def test_more_repeats_adds_no_pair_job_for_a_control_cell_alone(paired):
+    """The decision loop repeats cells that can still be decided; an A/A control is judged at its shape's looks but is
+    never a reason for repeats of its own (before the loop, more-repeats added pair jobs for it)."""
     workdir, out = paired
     cmp = pd.read_parquet(out / "comparison.parquet").set_index("variant")
-    assert cmp.loc["aa", "verdict"] == "inconclusive", cmp.loc["aa", "reason"]  # thin: see the test above
-    cmd = [sys.executable, "-m", "graphsweep.cli", "more-repeats", "configs/paired.yaml", "--target-repeats", "3"]
+    assert cmp.loc["aa", "verdict"] == "inconclusive" and cmp.loc["aa", "loop_status"] == "control"
+    cmd = [sys.executable, "-m", "graphsweep.cli", "more-repeats", "configs/paired.yaml", "--max-repeats", "3"]
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 new pair jobs" in proc.stdout
+    assert "no cell is undecided for want of repeats; nothing to add" in proc.stdout
+    assert not (out / "extra_repeats.yaml").exists()
     dry = snakemake(workdir, "--cores", "2", "--config", "spec=configs/paired.yaml", "-n")
-    assert planned_runs(dry.stdout + dry.stderr) == {f"{cmp.loc['aa', 'cell_id']}.pair.r3"}
+    assert planned_runs(dry.stdout + dry.stderr) == set()
