@@ -1,6 +1,7 @@
 # The controller's lifecycle: its checks before any job runs, its hold on the sweep while it runs, and its last lines
 # (the verdict counts and the report; or the command that carries on). graphsweep/run/controller.py words them.
 import atexit
+import contextlib
 import time
 from pathlib import Path
 
@@ -55,7 +56,8 @@ def check_time_limit():
 
 def pending_runs():
     """The runs this invocation may submit: the first look's and those the looks taken so far asked for, less the
-    ones with a result (the loop's later looks are not known yet: they may never be asked for)."""
+    ones with a result (the loop's later looks are not known yet: they may never be asked for).
+    """
     runs, k = list(FIRST_LOOK), 1
     while PATHS.look(k).exists():
         runs += read_look(PATHS.look(k)).next_runs
@@ -153,10 +155,16 @@ def date_restored_outputs():
     date_restored(KEPT_VERSIONS)
 
 
+# the workflow's folder (--directory): at exit Snakemake is back in the folder it was started from
+WORKDIR = Path.cwd()
+
+
 def final_outputs_now():
-    """The sweep's final outputs as the looks on disk say (None while the loop has a look to take)."""
+    """The sweep's final outputs as the looks on disk say (None while the loop has a look to take), as absolute
+    paths read from the workflow's folder."""
     try:
-        return [Path(p).resolve() for p in get_final_outputs()]
+        with contextlib.chdir(WORKDIR):
+            return [Path(p).resolve() for p in get_final_outputs()]
     except (
         IncompleteCheckpointException,
         WorkflowError,

@@ -19,6 +19,7 @@ from graphsweep.plan.planner import PlannedRun, check_plan, plan_sweep, submitte
 from graphsweep.plan.repeats import apply_raise
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.sweepspec.sweep import Spec
+from graphsweep.workloads.base import NO_CUDA_HERE
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,11 @@ class SweepPlan:
     def digest(self) -> str:
         """What the plan job writes, in one string (the plan rule's params: a changed command, a run newly blocked or
         a new estimate writes the plan again; each run's own launch record is its run rule's params)."""
-        rows = [(p.run.run_id, p.status, [v.rule for v in p.violations], p.est_gpu_seconds, p.look,
-                 p.config() if p.submitted else None) for p in self.planned]
+        # Whether a run is submitted, not its status: a `verify: true` run that this machine's missing CUDA device
+        # would block plans as `verify` before it ran and as `submit` once its result is here (the planner does not
+        # block a run the results folder holds); the plan as written before it ran stays (it is the plan)
+        rows = [(p.run.run_id, p.submitted, [v.rule for v in p.violations if v.rule != NO_CUDA_HERE],
+                 p.est_gpu_seconds, p.look, p.config() if p.submitted else None) for p in self.planned]
         return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
