@@ -415,9 +415,9 @@ def test_a_damaged_file_stops_the_sweep_with_one_line_and_loses_nothing(finished
 
 @pytest.mark.slow
 def test_a_file_damaged_under_a_good_footer_fails_its_job_restores_the_outputs_and_the_hint_works(finished, tmp_path):
-    """A run's iterations.parquet with damaged pages passes the controller's first look (footer and columns): the
-    aggregate job meets it, fails with the one line, and Snakemake restores runs.parquet and iterations.parquet
-    (update() outputs) instead of deleting them; the last line names the file, its fix and the command that goes on."""
+    """A run's iterations.parquet with damaged pages passes the controller's first check (footer and columns): the
+    look job meets it, fails with the one line, and Snakemake restores the look's record (an update() output, as the
+    tables are) instead of deleting it; the last line names the file, its fix and the command that goes on."""
     workdir, paths = _copy(finished, tmp_path)
     run = _eager(paths)
     _flip(run.iterations)
@@ -425,8 +425,9 @@ def test_a_file_damaged_under_a_good_footer_fails_its_job_restores_the_outputs_a
     proc = snakemake(workdir, "--cores", "2")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert f"graphsweep: results/default/runs/{run.run_id}/iterations.parquet: not a readable Parquet file" in proc.stderr
-    assert "Restored previous version of results/default/runs.parquet" in proc.stderr
-    assert _files(paths) == before  # the tables, the reports: the last good versions
+    # the first job that reads it is the decision loop's look (it judges the runs' files); its record is update()
+    assert "Restored previous version of results/default/looks/look-1.json" in proc.stderr
+    assert _files(paths) == before  # the tables, the looks, the reports: the last good versions
     last = proc.stderr.strip().splitlines()
     last = next(line for line in reversed(last) if line.startswith("graphsweep: sweep 'default' stopped"))
     assert f"runs/{run.run_id}/iterations.parquet" in last and "delete it" in last
