@@ -58,6 +58,7 @@ def sbatch_text(params: dict, tmp: Path) -> str:
 
 
 @pytest.mark.snakemake
+@pytest.mark.slurm  # its dry run asks Slurm where the runs would go (scontrol, sinfo: graphsweep/smk.py slurm_target)
 def test_profile_is_found_as_slurm_from_the_repository_root():
     assert (ROOT / "slurm").is_symlink() and (ROOT / "slurm").resolve() == PROFILE.resolve()
     env = {**os.environ, "XDG_CONFIG_HOME": "/nonexistent-graphsweep"}  # the user's own profiles play no part
