@@ -21,6 +21,8 @@ from graphsweep.commands import plain
 from graphsweep.fileio import UnusableFile
 from graphsweep.layout import SweepPaths
 from graphsweep.plan import repeats as rp
+from graphsweep.plan.cost import spent_of
+from graphsweep.plan.decide import budget_hours
 from graphsweep.plan.owner import SweepOwnedError, check_owner
 from graphsweep.plan.planner import plan_sweep
 from graphsweep.records import SpecError
@@ -107,6 +109,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     console.print(plain(f"budget {now} -> {target} jobs per arm: at most {len(added)} more runs, about {hours:.3f} "
                         "GPU-hours (the loop stops each cell as soon as it is decided)"), soft_wrap=True)
+    cap = budget_hours(spec.raw, spec.decide.to_dict())
+    left = cap - sum(spent_of(paths).values()) / 3600.0
+    if hours > left:  # the other budget stops the loop first: say so before anyone counts on the repeats
+        key = "decide.gpu_hours" if spec.decide.gpu_hours is not None else "budget_gpu_hours"
+        console.print(plain(f"but {key} ({cap:g} GPU-hours for the whole sweep, {max(left, 0.0):.3f} left) stops the "
+                            f"loop first: raise it in {spec.path} to let the loop go on to {target} jobs per arm"),
+                      soft_wrap=True)
     if args.dry_run:
         console.print(plain(f"dry run: nothing written; without --dry-run, then: {continue_command(spec, args.results)}"),
                       soft_wrap=True)

@@ -233,7 +233,7 @@ def check_plan(spec: Spec, planned: Sequence[PlannedRun], spent: Mapping[str, fl
                         "shapes, variants or repeats")
 
 
-def _runs_somewhere(p: PlannedRun) -> bool:
+def runs_somewhere(p: PlannedRun) -> bool:
     """Submitted, or blocked only because this machine has no CUDA device (a cluster would run it)."""
     return p.submitted or all(v.rule == NO_CUDA_HERE for v in p.violations)
 
@@ -242,8 +242,8 @@ def measurable_cells(planned: Sequence[PlannedRun]) -> list[str]:
     """The graph cells that can get a timed verdict: a graph run (or a pair job) of the cell and an eager run of its
     shape that preflight lets run. A run blocked only for want of a CUDA device on this machine counts: the spec
     is not at fault, a cluster runs it (check-spec --cluster slurm)."""
-    eager = {p.run.shape_id for p in planned if p.run.arm == EAGER and _runs_somewhere(p)}
-    cells = {p.run.cell_id for p in planned if _runs_somewhere(p) and (
+    eager = {p.run.shape_id for p in planned if p.run.arm == EAGER and runs_somewhere(p)}
+    cells = {p.run.cell_id for p in planned if runs_somewhere(p) and (
         p.run.arm == PAIR and p.run.variant.is_graph or p.run.arm == GRAPH and p.run.shape_id in eager)}
     return sorted(cells)
 
@@ -259,7 +259,7 @@ class NothingToMeasure(SpecError):
         rule, runs = rules.most_common(1)[0]
         message = next(v.message for p in planned for v in p.violations if v.rule == rule)
         others = f"; also {', '.join(r for r in rules if r != rule)}" if len(rules) > 1 else ""
-        blocked = sum(1 for p in planned if not _runs_somewhere(p))
+        blocked = sum(1 for p in planned if not runs_somewhere(p))
         super().__init__(spec.path, "preflight", spec.preflight, (
             f"no cell can give a timed verdict: preflight blocks {blocked} of {len(planned)} runs, which leaves no "
             f"graph cell with both arms (rule {rule} on {runs} run(s): {' '.join(message.split())}{others}); change "

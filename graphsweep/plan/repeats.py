@@ -24,7 +24,7 @@ import yaml
 
 from graphsweep.fileio import UnusableFile, read_text, write_text
 from graphsweep.layout import SweepPaths
-from graphsweep.plan.planner import PlannedRun
+from graphsweep.plan.planner import PlannedRun, runs_somewhere
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.vocab import LOOP_BUDGET, LOOP_LIVE
 
@@ -147,11 +147,13 @@ def target_for(needs: Sequence[CellNeed], horizon: int) -> int | None:
 
 def new_runs(planned: Sequence[PlannedRun], before: int, after: int, cells: Sequence[str]) -> list[PlannedRun]:
     """The runs a budget of `after` jobs per arm may add over `before` for the undecided `cells` (their graph arms,
-    their shapes' eager baselines and A/A controls), preflight-blocked ones aside: the most the loop would submit."""
+    their shapes' eager baselines and A/A controls), preflight-blocked ones aside: the most the loop would submit where
+    the sweep runs (a run blocked only because this machine has no CUDA device counts: more-repeats is often asked on
+    a login node or a laptop)."""
     shapes = {p.run.shape_id for p in planned if p.run.cell_id in cells}
     out = []
     for p in planned:
-        if not p.submitted or not before < p.run.repeat <= after:
+        if not runs_somewhere(p) or not before < p.run.repeat <= after:
             continue
         if p.run.cell_id in cells or (p.run.shape_id in shapes and p.run.cell_id not in cells
                                       and not p.run.variant.is_graph):
