@@ -146,24 +146,22 @@ def take_look(k: int, plan_path: Path, paths: SweepPaths, previous: LookRecord |
     if sj.next_n is None:
         end = LOOP_OUT_OF_REPEATS if any(s.status == loop.LOOP_BUDGET for s in sj.states.values()) else LOOP_ALL_DECIDED
         return LookRecord(k, n_now, tuple(judged), (), end, spent, 0.0, budget, sj.max_repeats, cells)
+
+    def ends_here(end: str, hours: float) -> LookRecord:  # the loop ends with cells live: out of budget
+        for c in cells.values():
+            if c["status"] == LOOP_LIVE:
+                c["status"] = loop.LOOP_BUDGET
+        return LookRecord(k, n_now, tuple(judged), (), end, spent, hours, budget, sj.max_repeats, cells)
+
     nxt = next_runs(plan, sj.states, set(judged), sj.next_n)
     if not rounds and (not nxt or not all(paths.run_json(r).exists() for r in nxt)):
         # asked for no rounds (re-deriving runs made elsewhere): the round this machine might not run is not the end
-        for c in cells.values():
-            if c["status"] == LOOP_LIVE:
-                c["status"] = loop.LOOP_BUDGET
-        return LookRecord(k, n_now, tuple(judged), (), LOOP_NO_ROUNDS, spent, 0.0, budget, sj.max_repeats, cells)
+        return ends_here(LOOP_NO_ROUNDS, 0.0)
     if not nxt:  # the live cells' next graph runs cannot run here (blocked: no CUDA device, a preflight rule)
-        for c in cells.values():
-            if c["status"] == LOOP_LIVE:
-                c["status"] = loop.LOOP_BUDGET
-        return LookRecord(k, n_now, tuple(judged), (), LOOP_NOTHING_TO_RUN, spent, 0.0, budget, sj.max_repeats, cells)
+        return ends_here(LOOP_NOTHING_TO_RUN, 0.0)
     cost = next_hours(plan, runs, nxt)
     if spent + cost > budget:
-        for c in cells.values():
-            if c["status"] == LOOP_LIVE:
-                c["status"] = loop.LOOP_BUDGET
-        return LookRecord(k, n_now, tuple(judged), (), LOOP_OUT_OF_GPU_HOURS, spent, cost, budget, sj.max_repeats, cells)
+        return ends_here(LOOP_OUT_OF_GPU_HOURS, cost)
     return LookRecord(k, n_now, tuple(judged), tuple(nxt), LOOP_GOES_ON, spent, cost, budget, sj.max_repeats, cells)
 
 

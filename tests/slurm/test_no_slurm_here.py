@@ -17,8 +17,6 @@ from graphsweep.smk import SLURM_COMMANDS, no_slurm_here, slurm_first_words, slu
 from tests.support import ROOT, copy_workflow
 
 SPEC = "configs/examples/megatron-tiny-vanilla-gpt.yaml"
-# rules/controller.smk calls graphsweep.smk.slurm_first_words while the Snakefile is read
-HOOKED = "slurm_first_words(" in (ROOT / "rules" / "controller.smk").read_text()
 
 
 def test_without_slurm_commands_one_line_says_where_to_run_it(tmp_path, monkeypatch):
@@ -72,7 +70,6 @@ def _snakemake_without_slurm(workdir: Path, *args: str) -> subprocess.CompletedP
 
 
 @pytest.mark.snakemake
-@pytest.mark.skipif(not HOOKED, reason="rules/common.smk does not call graphsweep.smk.slurm_first_words yet")
 def test_the_slurm_profile_on_a_host_without_slurm_stops_with_one_line(tmp_path):
     workdir = copy_workflow(tmp_path)
     proc = _snakemake_without_slurm(workdir)
@@ -84,7 +81,6 @@ def test_the_slurm_profile_on_a_host_without_slurm_stops_with_one_line(tmp_path)
 
 
 @pytest.mark.snakemake
-@pytest.mark.skipif(not HOOKED, reason="rules/common.smk does not call graphsweep.smk.slurm_first_words yet")
 def test_the_slurm_profile_dry_run_without_slurm_says_where_the_runs_would_go(tmp_path):
     workdir = copy_workflow(tmp_path)
     proc = _snakemake_without_slurm(workdir, "-n")
