@@ -21,28 +21,36 @@ from graphsweep.workloads.registry import launch_plan  # noqa: E402
 
 
 def main(spec_path: str) -> int:
-    from megatron.bridge.training.config import runtime_config_update
-
     failed = 0
     for run in load_spec(spec_path).runs():
         if run.repeat != 1:
             continue
-        argv = launch_plan(run).argv
-        i = next(k for k, a in enumerate(argv) if a.endswith("megatron_entry.py"))
-        args, overrides = me.parse_args(argv[i + 1:])
-        if args.graph_api == "auto":
-            overrides = me.translate_graph_overrides(overrides, me.detect_has_modules())
-        try:
-            cfg = me.build_config(args.recipe, overrides)
-            runtime_config_update(cfg)
-            m = cfg.model
-            print("OK", run.run_id, "impl", m.cuda_graph_impl, "modules", getattr(m, "cuda_graph_modules", None),
-                  "experts", m.num_moe_experts, "seq", m.seq_length, "vocab", cfg.tokenizer.vocab_size, flush=True)
-        except Exception:  # noqa: BLE001 - every cell is checked, each failure shown
-            failed += 1
-            print("FAIL", run.run_id, flush=True)
-            traceback.print_exc()
+        plan = launch_plan(run)
+        # a pair job (pairing: true) runs its arms' own commands one after the other: check each arm's
+        for label, arm in plan.arms.items() if plan.arms else [("", plan)]:
+            failed += check_argv(f"{run.run_id}.{label}" if label else run.run_id, arm.argv)
     return 1 if failed else 0
+
+
+def check_argv(run_id: str, argv: list[str]) -> int:
+    """0 when Bridge accepts the command's config, 1 when it refuses it (its traceback printed)."""
+    from megatron.bridge.training.config import runtime_config_update
+
+    i = next(k for k, a in enumerate(argv) if a.endswith("megatron_entry.py"))
+    args, overrides = me.parse_args(argv[i + 1:])
+    if args.graph_api == "auto":
+        overrides = me.translate_graph_overrides(overrides, me.detect_has_modules())
+    try:
+        cfg = me.build_config(args.recipe, overrides)
+        runtime_config_update(cfg)
+    except Exception:  # noqa: BLE001 - every cell is checked, each failure shown
+        print("FAIL", run_id, flush=True)
+        traceback.print_exc()
+        return 1
+    m = cfg.model
+    print("OK", run_id, "impl", m.cuda_graph_impl, "modules", getattr(m, "cuda_graph_modules", None),
+          "experts", m.num_moe_experts, "seq", m.seq_length, "vocab", cfg.tokenizer.vocab_size, flush=True)
+    return 0
 
 
 if __name__ == "__main__":
