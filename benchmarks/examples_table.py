@@ -21,7 +21,7 @@ from graphsweep.layout import SweepPaths
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "results" / "examples"
 SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense", "megatron-moe-128e",
-          "megatron-moe-128e-padded")
+          "megatron-moe-128e-padded", "megatron-moe-128e-paired")
 
 
 def _f(x: object, spec: str) -> str:
@@ -46,13 +46,15 @@ def verdicts(sweep: str) -> str:
 
 def runs(sweep: str) -> str:
     r = pd.read_parquet(EXAMPLES / sweep / "runs.parquet")
-    walls = [json.loads(SweepPaths(EXAMPLES, sweep).run_json(rid).read_text()).get("wall_s") for rid in r.run_id]
+    # a pair job's two arms share its folder and its run.json (pairing: true): each job's wall time once
+    jobs = r.pair_id.fillna(r.run_id).unique() if "pair_id" in r.columns else r.run_id
+    walls = [json.loads(SweepPaths(EXAMPLES, sweep).run_json(job).read_text()).get("wall_s") for job in jobs]
     walls = pd.Series([w for w in walls if w is not None], dtype=float)
     gpus = ", ".join(sorted(set(r.prov_gpu_name.dropna())))
     cap = r.capture_s.dropna()
     excess = r.capture_iteration_excess_s.dropna() if "capture_iteration_excess_s" in r.columns else pd.Series([])
     out = [f"{len(r)} runs on {gpus or 'unknown GPUs'}; outcomes {({k: int(v) for k, v in r.outcome.value_counts().items()})}",
-           f"job wall per run: median {walls.median():.1f} s (min {walls.min():.1f}, max {walls.max():.1f})"]
+           f"job wall per job: median {walls.median():.1f} s (min {walls.min():.1f}, max {walls.max():.1f})"]
     if len(cap):
         out.append(f"capture_s (what TE/MCore report): {cap.min():.3f}-{cap.max():.3f} s over {len(cap)} runs")
     if len(excess):

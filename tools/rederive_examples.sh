@@ -5,11 +5,11 @@
 # them, so Snakemake only plans, parses, aggregates, compares and reports. Run it whenever the parser or the
 # statistics change.
 #
-#   bash tools/rederive_examples.sh                      # all six
+#   bash tools/rederive_examples.sh                      # all seven
 #   bash tools/rederive_examples.sh h200-builtin         # one
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for sweep in "${@:-h200-builtin megatron-tiny-vanilla-gpt megatron-tiny-moe megatron-1b-dense megatron-moe-128e megatron-moe-128e-padded}"; do
+for sweep in "${@:-h200-builtin megatron-tiny-vanilla-gpt megatron-tiny-moe megatron-1b-dense megatron-moe-128e megatron-moe-128e-padded megatron-moe-128e-paired}"; do
   for s in $sweep; do
     out=results/examples/$s
     rm -f "$out"/{plan,runs,iterations,comparison}.parquet "$out"/report.{md,html} "$out"/runs/*/{iterations.parquet,summary.json}

@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -28,9 +29,10 @@ from tests.support import ROOT, copy_workflow, snakemake
 
 EXAMPLES = ROOT / "results" / "examples"
 SWEEPS = ("h200-builtin", "megatron-tiny-vanilla-gpt", "megatron-tiny-moe", "megatron-1b-dense", "megatron-moe-128e",
-          "megatron-moe-128e-padded")
+          "megatron-moe-128e-padded", "megatron-moe-128e-paired")
 # ran with the eager arm's GPU-busy diagnostic
-MEASURED_BUSY = ("h200-builtin", "megatron-1b-dense", "megatron-moe-128e", "megatron-moe-128e-padded")
+MEASURED_BUSY = ("h200-builtin", "megatron-1b-dense", "megatron-moe-128e", "megatron-moe-128e-padded",
+                 "megatron-moe-128e-paired")
 VERDICT_COLUMNS = ["cell_id", "verdict", "speedup", "ci_low", "ci_high", "n_eager", "n_graph", "loss_parity",
                    "mem_metric", "mem_delta_gb", "rule_id"]  # fmt: skip
 
@@ -285,3 +287,25 @@ def test_drop_and_pad_full_iteration_reaches_the_ceiling() -> None:
     assert full.speedup >= 0.95 * full.graph_ceiling and full.n_eager == full.n_graph == 1
     # its eager line gave events: the shares are of the steady step, and the estimate is the GPU's own time
     assert full.host_shares_of == "steady step" and full.host_estimate_speedup == pytest.approx(full.graph_ceiling)
+
+
+def test_paired_moe_eager_noise_is_the_processs_own_and_pairing_cancels_only_the_graphs() -> None:
+    """docs/results-h200.md section 6, the paired sweep: each pair job's four training processes, parsed from its log
+    (its segments), show the eager arm's two processes inside one job as far apart as any two of its processes,
+    and the graph arm's close together: pairing cancels what differs between jobs, not what differs between
+    processes, so 6 pairs leave the cell undecided."""
+    folder = EXAMPLES / "megatron-moe-128e-paired"
+    it = pd.read_parquet(folder / "iterations.parquet")
+    runs = pd.read_parquet(folder / "runs.parquet").set_index("run_id")
+    assert set(it.segment) == {"A1", "A2", "B1", "B2"} and (runs.outcome == "completed").all() and len(runs) == 12
+    med = it[it.steady].groupby(["run_id", "segment"]).elapsed_ms.median()
+    spread = {}
+    for arm, (first, second) in {"eager": ("A1", "A2"), "graph": ("B1", "B2")}.items():
+        ids = runs.index[runs.arm == arm]
+        apart = np.log(med.loc[ids].xs(first, level="segment") / med.loc[ids].xs(second, level="segment").values)
+        spread[arm] = (apart.std(ddof=1) / np.sqrt(2), np.log(med.loc[ids]).std(ddof=1))
+    assert spread["eager"][0] > 0.8 * spread["eager"][1]  # within a job as wide as across: the process's own
+    assert spread["graph"][0] < 0.5 * spread["graph"][1]  # the graph's spread is between jobs: pairing cancels it
+    cell = pd.read_parquet(folder / "comparison.parquet").iloc[0]
+    assert cell.verdict == "inconclusive" and cell.ci_low > 1.0 and cell.n_eager == cell.n_graph == 6
+    assert cell.loss_parity == "ok"

@@ -46,7 +46,7 @@ def test_the_example_sweeps_validate():
     names = {load_spec(p).name for p in EXAMPLES}
     assert names == {"megatron-llama3-8b-dense", "megatron-1b-dense", "megatron-qwen3-30b-a3b-moe", "megatron-tiny-vanilla-gpt",
                      "megatron-tiny-moe", "megatron-tiny-moe-paired", "megatron-tiny-2gpu", "megatron-moe-128e",
-                     "megatron-moe-128e-padded"}
+                     "megatron-moe-128e-padded", "megatron-moe-128e-paired"}
 
 
 @pytest.mark.parametrize("spec_path", EXAMPLES, ids=lambda p: p.stem)
