@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPU side: pack the Megatron Bridge stack downloaded by tools/megatron-venv.sh into parts that fit one device call
-# each (the device tool carries 64 MiB a call, the 16 MB working tree included), for tools/device_megatron.sh.
+# each (the device tool carries 64 MiB a call, the working tree included: 29 MB on 2026-12-04), for tools/device_megatron.sh.
 #
 #   tools/megatron_payload.sh [VENV_DIR] [OUT]     (defaults: $MEGATRON_VENV_DIR or ~/mbvenv, .mbwhl)
 #
@@ -9,12 +9,12 @@
 # VENV_DIR/deps-wheels (kept by megatron-venv.sh), the import-time dependencies the H200 image lacks
 # (tools/megatron-device-deps.txt). Never torch or the nvidia-* CUDA wheels: the device has them.
 # OUT/p1 is the sdist alone (the device starts its build in the first call, beside the controller's wheels);
-# OUT/p2 .. OUT/pN hold at most PART_MB (44) MiB each;
+# OUT/p2 .. OUT/pN hold at most PART_MB (32) MiB each;
 # OUT/SHA256SUMS (in every part) covers every file as the device reassembles it.
 set -euo pipefail
 DIR=${1:-${MEGATRON_VENV_DIR:-$HOME/mbvenv}}
 OUT=${2:-.mbwhl}
-PART_MB=${PART_MB:-44}
+PART_MB=${PART_MB:-32}
 DEPS=${DEPS:-$(dirname "$0")/megatron-device-deps.txt}
 
 rm -rf "$OUT" && mkdir -p "$OUT/all"
