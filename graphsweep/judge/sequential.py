@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special  # ndtr / ndtri are the normal CDF and its inverse (what scipy.stats.norm calls)
 
 SPENDING = ("pocock", "obrien-fleming", "hsd")
 GRID = 121  # points per look in the recursive integration (odd: Simpson); boundaries good to ~1e-5 in alpha
@@ -92,7 +92,7 @@ def spent(t: float, alpha: float, spending: str, gamma: float = 1.0) -> float:
     if spending == "pocock":
         return alpha * math.log1p((math.e - 1.0) * t)
     if spending == "obrien-fleming":
-        return float(2.0 - 2.0 * stats.norm.cdf(stats.norm.ppf(1.0 - alpha / 2.0) / math.sqrt(t)))
+        return float(2.0 - 2.0 * special.ndtr(special.ndtri(1.0 - alpha / 2.0) / math.sqrt(t)))
     if gamma == 0:
         return alpha * t
     return alpha * (1.0 - math.exp(-gamma * t)) / (1.0 - math.exp(-gamma))
@@ -115,6 +115,10 @@ def boundaries(design: Design, alpha: float) -> tuple[float, ...]:
     """
     if not 0 < alpha < 1:
         raise ValueError(f"boundaries: alpha {alpha} must be in (0, 1)")
+    # here, not at the top: the controller imports this module for Design on every snakemake start and never
+    # computes a boundary there (scipy.optimize is 0.4 s of a 2-core machine's start)
+    from scipy.optimize import brentq
+
     ts = design.fractions()
     out: list[float] = []
     z = dens = None  # the grid and the sub-density of Z_{k-1} on |z| < c_{k-1}
@@ -122,7 +126,7 @@ def boundaries(design: Design, alpha: float) -> tuple[float, ...]:
     for k, t in enumerate(ts):
         target = spent(t, alpha, design.spending, design.gamma) - prev_spent
         if k == 0:
-            c = float(stats.norm.ppf(1.0 - target / 2.0)) if target > 0 else math.inf
+            c = float(special.ndtri(1.0 - target / 2.0)) if target > 0 else math.inf
         else:
             t0 = ts[k - 1]
             dt = t - t0
@@ -137,7 +141,7 @@ def boundaries(design: Design, alpha: float) -> tuple[float, ...]:
             if target <= 0 or cross(40.0) >= target:
                 c = math.inf if target <= 0 else 40.0
             else:
-                c = float(optimize.brentq(lambda x: cross(x) - target, 0.0, 40.0, xtol=1e-7))
+                c = float(brentq(lambda x: cross(x) - target, 0.0, 40.0, xtol=1e-7))
         out.append(c)
         prev_spent += target
         # the density of Z_k restricted to |Z_k| < c_k, on a fresh grid

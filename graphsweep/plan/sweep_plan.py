@@ -41,8 +41,12 @@ class SweepPlan:
         # Whether a run is submitted, not its status: a `verify: true` run that this machine's missing CUDA device
         # would block plans as `verify` before it ran and as `submit` once its result is here (the planner does not
         # block a run the results folder holds); the plan as written before it ran stays (it is the plan)
+        # a submitted run's config.yaml content less its shell line, a function of argv and env (quoting every
+        # command of an 8,000-run sweep was most of the digest's time)
         rows = [(p.run.run_id, p.submitted, [v.rule for v in p.violations if v.rule != NO_CUDA_HERE],
-                 p.est_gpu_seconds, p.look, p.config() if p.submitted else None) for p in self.planned]
+                 p.est_gpu_seconds, p.look,
+                 (p.run.to_record(), p.launch.to_dict(), p.run.executor.record, p.gate_margin) if p.submitted else None)
+                for p in self.planned]
         return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
