@@ -277,7 +277,9 @@ def slurm_target(runs: int, partition: str | None, account: str | None) -> str:
     if partition:
         where = f"partition {partition}"
     else:
-        default = next((p[:-1] for p in _slurm_output("sinfo", "-h", "-o", "%P").split() if p.endswith("*")), None)
+        # no second question when the first went unanswered: an unreachable controller costs each client call 9 s
+        listed = _slurm_output("sinfo", "-h", "-o", "%P") if config else ""
+        default = next((p[:-1] for p in listed.split() if p.endswith("*")), None)
         where = (f"partition {default} (the cluster's default: the profile gives none)" if default else
                  "the cluster's default partition (the profile gives none)")
     name = f"Slurm cluster '{cluster}'" if cluster else "Slurm (cluster unknown: no Slurm answers on this host)"

@@ -46,6 +46,21 @@ def test_a_dry_run_without_slurm_says_so(tmp_path, monkeypatch):
         "login node")
 
 
+def test_a_dry_run_asks_an_unreachable_slurm_once(tmp_path, monkeypatch):
+    """A login node whose Slurm controller does not answer: each client call waits about 9 s before it fails
+    (measured on the local cluster stopped), so after scontrol fails the dry run does not ask sinfo too. The Slurm
+    commands here are stand-ins (a failing scontrol, an sinfo that records being called): named fakes."""
+    asked = tmp_path / "sinfo-called"
+    (tmp_path / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_ctl_conf error: Unable to contact slurm controller' >&2\nexit 1\n")
+    (tmp_path / "sinfo").write_text(f"#!/bin/sh\ntouch {asked}\necho 'debug*'\n")
+    for name in ("scontrol", "sinfo"):
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    line = slurm_target(4, None, None)
+    assert "no Slurm answers on this host" in line and "the cluster's default partition" in line
+    assert not asked.exists()
+
+
 @pytest.mark.slurm
 def test_a_dry_run_names_the_cluster_and_its_default_partition(slurm_cluster):
     assert all(shutil.which(c) for c in SLURM_COMMANDS)
