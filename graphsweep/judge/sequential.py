@@ -30,6 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy import special  # ndtr / ndtri are the normal CDF and its inverse (what scipy.stats.norm calls)
+from scipy.optimize import brentq
 
 SPENDING = ("pocock", "obrien-fleming", "hsd")
 GRID = 121  # points per look in the recursive integration (odd: Simpson); boundaries good to ~1e-5 in alpha
@@ -115,10 +116,6 @@ def boundaries(design: Design, alpha: float) -> tuple[float, ...]:
     """
     if not 0 < alpha < 1:
         raise ValueError(f"boundaries: alpha {alpha} must be in (0, 1)")
-    # here, not at the top: the controller imports this module for Design on every snakemake start and never
-    # computes a boundary there (scipy.optimize is 0.4 s of a 2-core machine's start)
-    from scipy.optimize import brentq
-
     ts = design.fractions()
     out: list[float] = []
     z = dens = None  # the grid and the sub-density of Z_{k-1} on |z| < c_{k-1}
