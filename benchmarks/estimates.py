@@ -29,7 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from graphsweep.parse.run import parse_run
-from graphsweep.plan.cost import correction, spent_by_run
+from graphsweep.plan.cost import correction
+from graphsweep.store.timeparts import spent_by_run
 from graphsweep.plan.planner import plan_sweep, submitted
 from graphsweep.store.runfiles import read_yaml
 from graphsweep.store.tables import read_table

@@ -27,6 +27,7 @@ from graphsweep.judge import verdict as stats
 from graphsweep.judge import work as jw
 from graphsweep.judge.sequential import Design
 from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
+from graphsweep.store.timeparts import spent_by_run
 from graphsweep.vocab import (
     AA, BLOCKED, COMPARING_VERDICTS, CONTROL, EAGER, FAILED, GRAPH, INCONCLUSIVE, INVALID, LOOP_BUDGET, LOOP_LIVE,
     LOOP_UNTIMED, NOT_COMPARABLE, PAIR, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, NO_GRAPH, UNPARSEABLE, USABLE_OUTCOMES,
@@ -504,10 +505,9 @@ def finish_rows(sj: SweepJudgement, plan: pd.DataFrame, runs: pd.DataFrame) -> p
 def _repeat_cost(plan: pd.DataFrame, runs: pd.DataFrame) -> dict[str, float]:
     """GPU-seconds one more repeat of each cell costs: its graph run, its shape's eager and A/A control runs (what
     they took when they ran, else the plan's estimate)."""
-    took = dict(zip(runs.run_id, pd.to_numeric(runs.get("gpu_seconds"), errors="coerce"))) if len(runs) else {}
+    took = spent_by_run(runs)  # by planned run: a pair job's two arms together
     def per_run(rows: pd.DataFrame) -> float:
-        vals = [took.get(r) for r in rows.run_id]
-        vals = [float(v) for v in vals if v is not None and pd.notna(v) and v > 0]
+        vals = [took[r] for r in rows.run_id if r in took]
         return float(np.median(vals)) if vals else float(pd.to_numeric(rows.est_gpu_seconds).median())
     out = {}
     for cell_id, g in plan[plan.arm.isin([GRAPH, PAIR])].groupby("cell_id"):

@@ -17,22 +17,10 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from graphsweep.store.tables import read_table
+from graphsweep.store.timeparts import spent_by_run
 from graphsweep.layout import SweepPaths
 from graphsweep.fileio import UnusableFile
 from graphsweep.records import RunSpec
-
-
-def spent_by_run(runs: pd.DataFrame | None) -> dict[str, float]:
-    """GPU-seconds each finished run took, by its planned run id (a pair job: its two arms together)."""
-    if runs is None or not len(runs) or "gpu_seconds" not in runs.columns:
-        return {}
-    cost = pd.to_numeric(runs["gpu_seconds"], errors="coerce")
-    job = runs["run_id"]
-    if "pair_id" in runs.columns:  # a pair job's arms: one planned run
-        job = runs["pair_id"].where(runs["pair_id"].notna(), job)
-    frame = pd.DataFrame({"job": job, "cost": cost})
-    frame = frame[frame.cost.notna() & (frame.cost > 0)]
-    return {str(k): float(v) for k, v in frame.groupby("job").cost.sum().items()}
 
 
 def spent_of(paths: SweepPaths | None) -> dict[str, float]:

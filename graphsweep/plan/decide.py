@@ -29,6 +29,7 @@ from graphsweep.judge import loop
 from graphsweep.layout import SweepPaths
 from graphsweep.store.aggregate import gather
 from graphsweep.store.tables import read_table, table_info
+from graphsweep.store.timeparts import spent_by_run
 from graphsweep.vocab import (
     BLOCKED, CONTROL, EAGER, LOOP_ALL_DECIDED, LOOP_ENDS, LOOP_GOES_ON, LOOP_LIVE, LOOP_NO_ROUNDS, LOOP_NOTHING_TO_RUN,
     LOOP_OUT_OF_GPU_HOURS, LOOP_OUT_OF_REPEATS,
@@ -182,13 +183,13 @@ def next_runs(plan: pd.DataFrame, states: Mapping[str, loop.CellState], judged: 
 def next_hours(plan: pd.DataFrame, runs: pd.DataFrame, run_ids: Sequence[str]) -> float:
     """GPU-hours the next round will take: each run what its cell's finished runs took (their median), else the
     plan's estimate corrected by what the finished runs took against theirs."""
-    took = pd.to_numeric(runs.get("gpu_seconds"), errors="coerce") if len(runs) else pd.Series(dtype=float)
-    finished = runs.assign(took=took)[took > 0] if len(runs) else runs
+    took = spent_by_run(runs)  # by planned run: a pair job's two arms together
+    cell_of = dict(zip(plan.run_id, plan.cell_id))
+    finished = pd.DataFrame({"cell_id": [cell_of.get(r) for r in took], "took": list(took.values())})
     by_cell = finished.groupby("cell_id").took.median().to_dict() if len(finished) else {}
     est = dict(zip(plan.run_id, pd.to_numeric(plan.est_gpu_seconds, errors="coerce")))
-    ratios = [t / est[r] for r, t in zip(finished.run_id, finished.took) if est.get(r)] if len(finished) else []
+    ratios = [t / est[r] for r, t in took.items() if est.get(r)]
     ratio = float(pd.Series(ratios).median()) if ratios else 1.0
-    cell_of = dict(zip(plan.run_id, plan.cell_id))
     total = sum(by_cell.get(cell_of[r], (est.get(r) or 0.0) * ratio) for r in run_ids)
     return total / 3600.0
 

@@ -203,3 +203,16 @@ def folder_parts(run_dir: Path) -> dict[str, TimeParts]:
     else:
         runs = [{**info, **summary, "run_id": run.run_id}]
     return {r["run_id"]: time_parts(r, iterations) for r in runs}
+
+
+def spent_by_run(runs: pd.DataFrame | None) -> dict[str, float]:
+    """GPU-seconds each finished run took, by its planned run id (a pair job: its two arms together)."""
+    if runs is None or not len(runs) or "gpu_seconds" not in runs.columns:
+        return {}
+    cost = pd.to_numeric(runs["gpu_seconds"], errors="coerce")
+    job = runs["run_id"]
+    if "pair_id" in runs.columns:  # a pair job's arms: one planned run
+        job = runs["pair_id"].where(runs["pair_id"].notna(), job)
+    frame = pd.DataFrame({"job": job, "cost": cost})
+    frame = frame[frame.cost.notna() & (frame.cost > 0)]
+    return {str(k): float(v) for k, v in frame.groupby("job").cost.sum().items()}

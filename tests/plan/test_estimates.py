@@ -9,7 +9,8 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from graphsweep.plan.cost import Correction, correction, spent_by_run, sweep_cost
+from graphsweep.plan.cost import Correction, correction, sweep_cost
+from graphsweep.store.timeparts import spent_by_run
 from graphsweep.plan.planner import first_look, check_plan, dry_run_summary, plan_sweep, submitted
 from graphsweep.sweepspec.load import load_spec
 from graphsweep.records import SpecError

@@ -309,3 +309,8 @@ def test_paired_moe_eager_noise_is_the_processs_own_and_pairing_cancels_only_the
     cell = pd.read_parquet(folder / "comparison.parquet").iloc[0]
     assert cell.verdict == "inconclusive" and cell.ci_low > 1.0 and cell.n_eager == cell.n_graph == 6
     assert cell.loss_parity == "ok"
+    # what more pairs cost is what a pair job took: its two arms' rows together (they split the job's GPU-seconds)
+    pair_s = runs.groupby("pair_id").gpu_seconds.sum()
+    assert cell.gpu_hours_to_decide == pytest.approx((cell.repeats_to_decide - 6) * pair_s.median() / 3600)
+    look1 = json.loads((folder / "looks" / "look-1.json").read_text())
+    assert look1["next_gpu_hours"] == pytest.approx(pair_s[pair_s.index.str.endswith(("r1", "r2", "r3"))].median() / 3600)
