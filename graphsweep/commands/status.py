@@ -129,7 +129,9 @@ def collect(out: Path, plan: pd.DataFrame, query=sacct) -> tuple[list[RunStatus]
         run_id, cell_id, arm = row.run_id, row.cell_id, getattr(row, "arm", "")
         arm_label = arm if arm != GRAPH else f"{GRAPH} {row.variant}"
         run = read_run_info(paths.run(run_id)) if paths.run_json(run_id).exists() else None
-        if getattr(row, "status", "submit") == BLOCKED:
+        # what a run did beats what a plan here says of it: before plan.parquet is written the runs are planned from
+        # the spec, whose executor may block on this machine a graph arm that the Slurm profile submitted
+        if run is None and run_id not in sides and getattr(row, "status", "submit") == BLOCKED:
             statuses.append(RunStatus(run_id, cell_id, arm_label, BLOCKED, str(row.rule_message or row.rule_id)))
         elif run is not None:
             summary = read_summary(paths.run(run_id)) if paths.run_summary(run_id).exists() else {}
