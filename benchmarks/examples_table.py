@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from graphsweep.layout import SweepPaths
+from graphsweep.store.timeparts import planned_run_ids
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "results" / "examples"
@@ -46,8 +47,7 @@ def verdicts(sweep: str) -> str:
 
 def runs(sweep: str) -> str:
     r = pd.read_parquet(EXAMPLES / sweep / "runs.parquet")
-    # a pair job's two arms share its folder and its run.json (pairing: true): each job's wall time once
-    jobs = r.pair_id.fillna(r.run_id).unique() if "pair_id" in r.columns else r.run_id
+    jobs = planned_run_ids(r).unique()  # a pair job's two arms share its folder and run.json: each job's wall once
     walls = [json.loads(SweepPaths(EXAMPLES, sweep).run_json(job).read_text()).get("wall_s") for job in jobs]
     walls = pd.Series([w for w in walls if w is not None], dtype=float)
     gpus = ", ".join(sorted(set(r.prov_gpu_name.dropna())))

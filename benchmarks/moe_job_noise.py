@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = {"2026-12-02, default GC, not pinned": ROOT / "benchmarks/data/h200-moe-128e-sweep-a",
           "2026-12-04, manual GC, pinned": ROOT / "results/examples/megatron-moe-128e",
           "2026-12-04 paired, manual GC, pinned": ROOT / "results/examples/megatron-moe-128e-paired"}
-PAIRED = ROOT / "results/examples/megatron-moe-128e-paired"
+PAIRED = SWEEPS["2026-12-04 paired, manual GC, pinned"]
 
 
 def main() -> int:

@@ -40,9 +40,9 @@ class SweepPlan:
         a new estimate writes the plan again; each run's own launch record is its run rule's params)."""
         # Whether a run is submitted, not its status: a `verify: true` run that this machine's missing CUDA device
         # would block plans as `verify` before it ran and as `submit` once its result is here (the planner does not
-        # block a run the results folder holds); the plan as written before it ran stays (it is the plan)
-        # a submitted run's config.yaml content less its shell line, a function of argv and env (quoting every
-        # command of an 8,000-run sweep was most of the digest's time)
+        # block a run the results folder holds); the plan as written before it ran stays (it is the plan). Of a
+        # submitted run, its config.yaml less the shell line, which argv and env fix (quoting every command of an
+        # 8,000-run sweep was most of the digest's time).
         rows = [(p.run.run_id, p.submitted, [v.rule for v in p.violations if v.rule != NO_CUDA_HERE],
                  p.est_gpu_seconds, p.look,
                  (p.run.to_record(), p.launch.to_dict(), p.run.executor.record, p.gate_margin) if p.submitted else None)

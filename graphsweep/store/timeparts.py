@@ -205,14 +205,18 @@ def folder_parts(run_dir: Path) -> dict[str, TimeParts]:
     return {r["run_id"]: time_parts(r, iterations) for r in runs}
 
 
+def planned_run_ids(runs: pd.DataFrame) -> pd.Series:
+    """Each runs.parquet row's planned run (its job): the run itself, or for a pair job's arm the pair job."""
+    if "pair_id" not in runs.columns:
+        return runs["run_id"]
+    return runs["pair_id"].where(runs["pair_id"].notna(), runs["run_id"])
+
+
 def spent_by_run(runs: pd.DataFrame | None) -> dict[str, float]:
     """GPU-seconds each finished run took, by its planned run id (a pair job: its two arms together)."""
     if runs is None or not len(runs) or "gpu_seconds" not in runs.columns:
         return {}
     cost = pd.to_numeric(runs["gpu_seconds"], errors="coerce")
-    job = runs["run_id"]
-    if "pair_id" in runs.columns:  # a pair job's arms: one planned run
-        job = runs["pair_id"].where(runs["pair_id"].notna(), job)
-    frame = pd.DataFrame({"job": job, "cost": cost})
+    frame = pd.DataFrame({"job": planned_run_ids(runs), "cost": cost})
     frame = frame[frame.cost.notna() & (frame.cost > 0)]
     return {str(k): float(v) for k, v in frame.groupby("job").cost.sum().items()}
