@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     planned = plan_sweep(spec.with_max_repeats(target) if not spec.is_ingest else _ingest_to(spec, target))
     have = max(n.have for n in needs)
     added = rp.new_runs(planned, have, target, [n.cell_id for n in needs])
-    hours = rp.hours(added)
+    spent = spent_of(paths)  # what the finished runs took: prices the added ones, and the budget left
+    hours = rp.hours(added, planned, spent)
     if spec.is_ingest:
         console.print(plain(f"{args.spec} ingests existing logs: run these {len(added)} jobs where the logs came from "
                             f"(about {hours:.3f} GPU-hours), add their logs to the source folder under the same "
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(plain(f"budget {now} -> {target} jobs per arm: at most {len(added)} more runs, about {hours:.3f} "
                         "GPU-hours (the loop stops each cell as soon as it is decided)"), soft_wrap=True)
     cap = budget_hours(spec.raw, spec.decide.to_dict())
-    left = cap - sum(spent_of(paths).values()) / 3600.0
+    left = cap - sum(spent.values()) / 3600.0
     if hours > left:  # the other budget stops the loop first: say so before anyone counts on the repeats
         key = "decide.gpu_hours" if spec.decide.gpu_hours is not None else "budget_gpu_hours"
         console.print(plain(f"but {key} ({cap:g} GPU-hours for the whole sweep, {max(left, 0.0):.3f} left) stops the "

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import yaml
@@ -161,8 +162,18 @@ def new_runs(planned: Sequence[PlannedRun], before: int, after: int, cells: Sequ
     return out
 
 
-def hours(runs: Sequence[PlannedRun]) -> float:
-    return sum(p.est_gpu_seconds for p in runs) / 3600.0
+def hours(runs: Sequence[PlannedRun], planned: Sequence[PlannedRun], took: Mapping[str, float]) -> float:
+    """GPU-hours of `runs`: each priced at what its cell's arm took when it ran (the median of the finished runs
+    `took` has, by planned run id: store/timeparts.spent_by_run), else at the plan's estimate. The same pricing as
+    the comparison's "GPU-h more" (judge/compare.py _repeat_cost): a pair job costs both arms, not the model's guess."""
+    ran: dict[tuple[str, str], list[float]] = {}
+    for p in planned:
+        if p.run.run_id in took:
+            ran.setdefault((p.run.cell_id, p.run.arm), []).append(took[p.run.run_id])
+    def cost(p: PlannedRun) -> float:
+        seen = ran.get((p.run.cell_id, p.run.arm))
+        return float(statistics.median(seen)) if seen else p.est_gpu_seconds
+    return sum(cost(p) for p in runs) / 3600.0
 
 
 def describe_need(n: CellNeed) -> str:

@@ -5,8 +5,11 @@ Asked on this CPU machine, where the local executor could start none of the swee
 from __future__ import annotations
 
 import re
+import statistics
 
 from graphsweep import cli
+from graphsweep.store.tables import read_table
+from graphsweep.store.timeparts import spent_by_run
 from tests.support import ROOT
 
 SPEC = ROOT / "configs" / "examples" / "megatron-moe-128e.yaml"
@@ -23,3 +26,20 @@ def test_more_repeats_counts_the_runs_the_gpu_would_run_and_names_the_budget_tha
                      r"first", out)
     assert left and 0 < float(left.group(1)) < float(m.group(3)), out
     assert "dry run: nothing written" in out
+
+
+def test_more_repeats_prices_a_paired_cells_repeats_at_what_its_pair_jobs_took(capsys, monkeypatch):
+    """The paired example (one cell, six pair jobs of about 200 s each): the line's GPU-hours are the table's, what
+    the seven more pair jobs would take at the six's median, not the plan's uncorrected estimate (0.306 h, below what
+    they took)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    spec = ROOT / "configs" / "examples" / "megatron-moe-128e-paired.yaml"
+    rc = cli.main(["more-repeats", "--dry-run", "--results", str(ROOT / "results" / "examples"), str(spec)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0
+    table = re.search(r"│ inconclusive │ 6 │ 13 │ ([0-9.]+) │", out)
+    line = re.search(r"budget 6 -> 13 jobs per arm: at most 7 more runs, about ([0-9.]+) GPU-hours", out)
+    assert table and line, out
+    runs = read_table(ROOT / "results" / "examples" / "megatron-moe-128e-paired" / "runs.parquet", "runs")
+    took = statistics.median(spent_by_run(runs).values())  # one pair job's GPU-seconds, both arms
+    assert float(line.group(1)) == float(table.group(1)) == round(7 * took / 3600.0, 3)
