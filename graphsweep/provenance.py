@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from graphsweep import __version__, resources
+from graphsweep import __version__, harness, resources
 from graphsweep import logformat as lf
 
 PROVENANCE_VERSION = 1
@@ -278,7 +278,8 @@ def collect(
     try:
         repo = resources.checkout()  # an installed graphsweep has no commit of its own (its venv may sit in a clone)
         git = git_state(repo) if repo else {}
-        prov["graphsweep"] = {"version": __version__, "path": str(resources.SOURCE_ROOT), **git}
+        prov["graphsweep"] = {"version": __version__, "path": str(resources.SOURCE_ROOT), **git,
+                              "harness": harness.harness_sha()}
     except Exception as exc:  # noqa: BLE001
         errors.append(f"graphsweep: {exc}")
     guard("megatron", megatron_tree, env, bridge_dir or env.get("GRAPHSWEEP_BRIDGE_DIR"))
@@ -367,6 +368,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "prov_graphsweep_version": ("graphsweep", "version"),
     "prov_graphsweep_sha": ("graphsweep", "git_sha"),
     "prov_graphsweep_dirty": ("graphsweep", "git_dirty"),
+    "prov_graphsweep_harness": ("graphsweep", "harness"),
     "prov_megatron_sha": ("megatron", "megatron", "git_sha"),
     "prov_megatron_dirty": ("megatron", "megatron", "git_dirty"),
     "prov_bridge_sha": ("megatron", "bridge", "git_sha"),
@@ -393,7 +395,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 # The fields both arms of a cell must share; everything else (host, nodes, partition) is recorded only.
 COMPARED = (
-    "prov_graphsweep_version", "prov_graphsweep_sha", "prov_graphsweep_dirty", "prov_megatron_sha",
+    "prov_graphsweep_version", "prov_graphsweep_sha", "prov_graphsweep_dirty", "prov_graphsweep_harness",
+    "prov_megatron_sha",
     "prov_megatron_dirty", "prov_bridge_sha", "prov_bridge_dirty", "prov_container", "prov_python", "prov_torch",
     "prov_cuda", "prov_cudnn", "prov_nccl", "prov_te", "prov_mcore", "prov_bridge", "prov_gpu_name",
     "prov_gpu_count", "prov_gpu_driver", "prov_gpu_app_clock_mhz", "prov_gpu_max_clock_mhz", "prov_env",
@@ -403,7 +406,8 @@ LABELS = {
     "prov_container": "container", "prov_gpu_name": "GPU", "prov_gpu_driver": "driver", "prov_gpu_count": "GPU count",
     "prov_gpu_app_clock_mhz": "GPU application clock", "prov_gpu_max_clock_mhz": "GPU max clock",
     "prov_graphsweep_sha": "graphsweep commit", "prov_graphsweep_dirty": "graphsweep uncommitted changes",
-    "prov_graphsweep_version": "graphsweep version", "prov_megatron_sha": "Megatron commit",
+    "prov_graphsweep_version": "graphsweep version", "prov_graphsweep_harness": "graphsweep's measuring harness",
+    "prov_megatron_sha": "Megatron commit",
     "prov_megatron_dirty": "Megatron uncommitted changes", "prov_bridge_sha": "Megatron Bridge commit",
     "prov_bridge_dirty": "Megatron Bridge uncommitted changes", "prov_te": "Transformer Engine",
     "prov_mcore": "Megatron Core", "prov_bridge": "Megatron Bridge", "prov_env": "environment",
@@ -442,9 +446,21 @@ def flatten(prov: Mapping[str, Any] | None) -> dict[str, Any]:
     return row
 
 
+# Where every run records its harness digest, the commit, its dirty flag and the version say nothing more of it
+CHECKOUT = ("prov_graphsweep_version", "prov_graphsweep_sha", "prov_graphsweep_dirty")
+
+
+def compared_fields(rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The fields `rows` must share: COMPARED, less the checkout's commit where every row has its harness digest
+    (runs recorded before the digest existed are compared by commit, as they were)."""
+    if rows and all(_known(r.get("prov_graphsweep_harness")) for r in rows):
+        return tuple(c for c in COMPARED if c not in CHECKOUT)
+    return tuple(c for c in COMPARED if c != "prov_graphsweep_harness")
+
+
 def comparability_key(row: Mapping[str, Any]) -> str:
     """A short hash of the compared fields: runs with equal keys may be compared."""
-    blob = json.dumps({c: row.get(c) for c in COMPARED}, sort_keys=True, default=str)
+    blob = json.dumps({c: row.get(c) for c in compared_fields([row])}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -531,7 +547,7 @@ def differences(eager_runs: Iterable[Mapping[str, Any]], graph_runs: Iterable[Ma
     e = [_row_fields(r) for r in eager_runs]
     g = [_row_fields(r) for r in graph_runs]
     out = []
-    for col in COMPARED:
+    for col in compared_fields(e + g):
         ev = tuple(sorted({str(r[col]) for r in e if _known(r.get(col))}))
         gv = tuple(sorted({str(r[col]) for r in g if _known(r.get(col))}))
         if len(set(ev) | set(gv)) > 1:

@@ -34,8 +34,10 @@ from graphsweep.fileio import UnusableFile
 # that crashed of its own cause, `invalid` a speedup beyond the GPU-busy ceiling; and the decision loop: plan (and
 # runs) gains `look` (the look that first needs a run), comparison gains look, loop_status, loop_repeats,
 # repeats_to_decide, gpu_hours_to_decide, its intervals are repeated confidence intervals and p_beyond the smallest
-# repeated p-value over a cell's looks. Files without graphsweep metadata count as version 0.
-SCHEMA_VERSION = 6
+# repeated p-value over a cell's looks; 7 = runs gains prov_graphsweep_harness (the digest of graphsweep's measuring
+# harness, harness.HARNESS, compared in place of the checkout's commit). Files without graphsweep metadata count
+# as version 0.
+SCHEMA_VERSION = 7
 
 # Columns every row of a table has (axis columns and extra fields come after these); their types: store/schema.py.
 PLAN_COLUMNS = list(schema.PLAN)
@@ -121,6 +123,16 @@ def _to_v6(table: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
     return up
 
 
+def _runs_v6_to_v7(df: pd.DataFrame) -> pd.DataFrame:
+    """Version 6 did not record the harness digest as a column: read it from each run's provenance (runs recorded
+    before graphsweep collected it have none, and are compared by commit, as they were)."""
+    if "prov_graphsweep_harness" in df.columns:
+        return df
+    raw = df["provenance"] if "provenance" in df.columns else pd.Series([None] * len(df), index=df.index)
+    flat = [provenance.flatten(json.loads(x) if isinstance(x, str) and x else None) for x in raw]
+    return schema.conform(df.assign(prov_graphsweep_harness=[f["prov_graphsweep_harness"] for f in flat]), "runs")
+
+
 # (table, from version) -> function that turns a frame of that version into the next version's.
 UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
     ("runs", 1): _runs_v1_to_v2,
@@ -129,6 +141,7 @@ UPGRADES: dict[tuple[str, int], Callable[[pd.DataFrame], pd.DataFrame]] = {
     ("comparison", 3): _comparison_v3_to_v4,
     **{(table, 4): _to_v5(table) for table in schema.TYPES},
     **{(table, 5): _to_v6(table) for table in schema.TYPES},
+    ("runs", 6): _runs_v6_to_v7,
 }
 
 

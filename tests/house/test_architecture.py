@@ -19,7 +19,7 @@ PACKAGE = ROOT / "graphsweep"
 # Bottom to top. A module imports from its own package or from packages on lower floors, never from above or
 # from a sibling on its own floor.
 FLOORS: list[set[str]] = [
-    {"__init__", "vocab", "records", "layout", "fileio", "logformat", "provenance", "resources", "smk", "textsafe"},  # ground: standard library only
+    {"__init__", "vocab", "records", "layout", "fileio", "logformat", "harness", "provenance", "resources", "smk", "textsafe"},  # ground: standard library only
     {"constraints", "entry", "store"},
     {"workloads", "parse", "judge"},
     {"sweepspec", "report"},

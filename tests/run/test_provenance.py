@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from graphsweep import logformat as lf
-from graphsweep import provenance
+from graphsweep import harness, provenance
 from graphsweep.store.aggregate import aggregate
 from graphsweep.store.tables import write_table
 from graphsweep.judge.compare import compare
@@ -50,6 +50,7 @@ def test_a_real_job_records_what_produced_it(tmp_path):
         assert prov["graphsweep"]["git_sha"] == head and isinstance(prov["graphsweep"]["git_dirty"], bool)
     else:  # a source archive (`git archive`), no .git: no SHA to record, none made up
         assert "git_sha" not in prov["graphsweep"] and "git_dirty" not in prov["graphsweep"]
+    assert prov["graphsweep"]["harness"] == harness.harness_sha()  # the measuring harness the job ran
     assert prov["versions"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert prov["versions"]["torch"] == md.version("torch")
     assert prov["container"] == {"image": "nvcr.io/nvidia/nemo:25.09", "source": "GRAPHSWEEP_CONTAINER_IMAGE"}
@@ -245,3 +246,29 @@ def test_container_like_split_records_the_training_processs_stack(tmp_path):
     assert row.prov_container == "bridge-venv"
     # the recipe's env_vars (Bridge COMMON_RECIPE_ENV_VARS) are applied before the line: the environment it trains in
     assert json.loads(row.prov_env)["TORCH_NCCL_AVOID_RECORD_STREAMS"] == "1"
+
+
+def test_runs_from_two_commits_with_one_harness_are_compared_and_a_changed_harness_is_named(tmp_path):
+    """A loop continued after a commit elsewhere in the checkout (a spec edited there makes it dirty too) compares its
+    new runs with the old ones; a changed entry point or log format does not; runs recorded before the digest
+    existed are compared by commit, as they were."""
+    def run(sha, dirty, harness=None):
+        g = {"version": "0.1.0", "git_sha": sha, "git_dirty": dirty, **({"harness": harness} if harness else {})}
+        return _row(graphsweep=g, gpu={"name": "NVIDIA H200"})
+    assert provenance.differences([run("aaa", False, "h1")] * 2, [run("bbb", True, "h1")]) == []
+    diffs = provenance.differences([run("aaa", False, "h1")], [run("aaa", False, "h2")])
+    assert [d.field for d in diffs] == ["prov_graphsweep_harness"]
+    assert diffs[0].describe() == "graphsweep's measuring harness: eager h1 vs graph h2"
+    old = provenance.differences([run("aaa", False)], [run("bbb", False, "h1")])  # one run without the digest
+    assert [d.field for d in old] == ["prov_graphsweep_sha"]
+    # the digest covers the harness's files and nothing else: a changed entry point changes it, a planner does not
+    pkg = tmp_path / "graphsweep"
+    (pkg / "entry").mkdir(parents=True)
+    (pkg / "plan").mkdir()
+    for rel, text in (("entry/abba.py", "A = 1\n"), ("logformat.py", "L = 1\n"), ("plan/planner.py", "P = 1\n")):
+        (pkg / rel).write_text(text)
+    first = harness.harness_sha(pkg)
+    (pkg / "plan" / "planner.py").write_text("P = 2\n")
+    assert harness.harness_sha(pkg) == first
+    (pkg / "entry" / "abba.py").write_text("A = 2\n")
+    assert harness.harness_sha(pkg) != first
