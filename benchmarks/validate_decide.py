@@ -41,7 +41,7 @@ import realjobs  # noqa: E402
 
 from graphsweep.judge import interval as iv  # noqa: E402
 from graphsweep.judge import loop  # noqa: E402
-from graphsweep.judge.sequential import Design  # noqa: E402
+from graphsweep.judge.design import Design  # noqa: E402
 from graphsweep.vocab import LOOP_DECIDED, NEUTRAL, SLOWDOWN, SPEEDUP  # noqa: E402
 
 MARGIN, ALPHA = 0.02, 0.05

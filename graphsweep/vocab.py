@@ -9,6 +9,8 @@ container. tests/house/test_vocabulary.py fails when one of these names is spell
 
 from __future__ import annotations
 
+from typing import Sequence
+
 # --------------------------------------------------------------------------------------------------
 # Run outcomes (what happened in one run: graphsweep.parse decides, design.md "Outcomes")
 COMPLETED = "completed"
@@ -113,3 +115,12 @@ def share_column(region: str) -> str:
 def pair_run_id(job_run_id: str, arm: str) -> str:
     """Id of one measured arm of a pair job (a row of runs.parquet): `{cell_id}.pair.r{k}.{arm}`."""
     return f"{job_run_id}.{arm}"
+
+
+def cell_counts(verdicts: Sequence[str], variants: Sequence[str]) -> tuple[dict[str, int], int]:
+    """(cells per verdict in report order, A/A control cells): the one count the end-of-sweep line and the report's
+    badges both print. A/A cells are not counted among the verdicts: they measure the method, not a graph."""
+    main = [str(v) for v, name in zip(verdicts, variants) if name != AA]
+    found = {v: main.count(v) for v in VERDICTS if v in main}
+    found.update({v: main.count(v) for v in sorted(set(main) - set(VERDICTS))})
+    return found, sum(name == AA for name in variants)

@@ -8,7 +8,7 @@ from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from graphsweep.plan.decide import first_look_runs_of, read_look
+from graphsweep.plan.looks import first_look_runs_of, read_look
 from graphsweep.plan.planner import gate_inputs, submitted
 from graphsweep.plan.repeats import RepeatsError
 from graphsweep.plan.sweep_plan import plan_for

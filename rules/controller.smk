@@ -10,7 +10,7 @@ from snakemake.io import is_flagged
 from snakemake.iocontainers import Wildcards
 
 from graphsweep.fileio import UnusableFile
-from graphsweep.plan.decide import check_looks, read_look
+from graphsweep.plan.looks import check_looks, read_look
 from graphsweep.plan.owner import SweepOwnedError, check_owner, claim
 from graphsweep.run.controller import (
     done_when_interrupted,

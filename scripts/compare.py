@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from graphsweep.judge.compare import compare
-from graphsweep.plan.decide import read_look
+from graphsweep.plan.looks import read_look
 from graphsweep.smk import logging_to, one_line_errors
 
 with logging_to(snakemake.log[0]), one_line_errors():

@@ -1,7 +1,8 @@
 from pathlib import Path
 
 from graphsweep.layout import SweepPaths
-from graphsweep.plan.decide import read_look, take_look, write_look
+from graphsweep.plan.decide import take_look
+from graphsweep.plan.looks import read_look, write_look
 from graphsweep.smk import logging_to, one_line_errors
 
 with logging_to(snakemake.log[0]), one_line_errors():

@@ -26,7 +26,7 @@ from graphsweep.entry.gpu_busy import launch_bound
 from graphsweep.judge import prose
 from graphsweep.judge.centre import centre_ms
 from graphsweep.parse.progress import latest_iteration
-from graphsweep.plan.decide import read_look
+from graphsweep.plan.looks import read_look
 from graphsweep.plan.planner import plan_frame, plan_sweep
 from graphsweep.run.process import process_alive
 from graphsweep.run.slurm import ALIVE_STATES, JobRecord, sacct

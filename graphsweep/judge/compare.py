@@ -25,7 +25,7 @@ from graphsweep.judge import parity as lp
 from graphsweep.judge import prose
 from graphsweep.judge import verdict as stats
 from graphsweep.judge import work as jw
-from graphsweep.judge.sequential import Design
+from graphsweep.judge.design import Design
 from graphsweep.store.tables import COMPARISON_COLUMNS, PLAN_COLUMNS, read_table, write_table
 from graphsweep.store.timeparts import spent_by_run
 from graphsweep.vocab import (

@@ -35,8 +35,8 @@ from graphsweep.judge import interval as iv
 from graphsweep.judge.centre import centre_ms
 from graphsweep.judge import parity as lp
 from graphsweep.vocab import (
-    AA, BASELINE_FAILED, BLOCKED, COMPLETED, CRASHED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN,
-    SPEEDUP, TIMING_VERDICTS, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES, VERDICTS,
+    BASELINE_FAILED, BLOCKED, COMPLETED, CRASHED, FAILED, INCONCLUSIVE, INVALID, OOM, RESULT_OUTCOMES, SLOWDOWN,
+    SPEEDUP, TIMING_VERDICTS, UNCAPTURED, UNVERIFIED, USABLE_OUTCOMES,
 )  # fmt: skip
 
 # The memory a cell's arms are compared on (runs.parquet column -> its words), best first; a cell uses the first one
@@ -459,12 +459,3 @@ def aa_false_positive_rate(verdicts: Sequence[str]) -> tuple[int, int, float]:
     judged = [v for v in verdicts if v in TIMING_VERDICTS]
     fp = sum(v in (SPEEDUP, SLOWDOWN) for v in judged)
     return fp, len(judged), (fp / len(judged) if judged else math.nan)
-
-
-def cell_counts(verdicts: Sequence[str], variants: Sequence[str]) -> tuple[dict[str, int], int]:
-    """(cells per verdict in report order, A/A control cells): the one count the end-of-sweep line and the report's
-    badges both print. A/A cells are not counted among the verdicts: they measure the method, not a graph."""
-    main = [str(v) for v, name in zip(verdicts, variants) if name != AA]
-    found = {v: main.count(v) for v in VERDICTS if v in main}
-    found.update({v: main.count(v) for v in sorted(set(main) - set(VERDICTS))})
-    return found, sum(name == AA for name in variants)

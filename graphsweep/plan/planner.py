@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from graphsweep.judge.sequential import Design
+from graphsweep.judge.design import Design
 from graphsweep.plan.cost import sweep_cost
 from graphsweep.sweepspec.sweep import Spec
 from graphsweep.store import runfiles

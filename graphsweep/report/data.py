@@ -20,7 +20,9 @@ from graphsweep.judge import parity as lp
 from graphsweep.parse.signatures import LAUNCH_GATE_CLASS
 from graphsweep.judge import verdict as stats
 from graphsweep.store.tables import PLAN_COLUMNS, read_table
-from graphsweep.vocab import AA, BLOCKED, EAGER, INVALID, NOT_COMPARABLE, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, VERDICTS
+from graphsweep.vocab import (
+    AA, BLOCKED, EAGER, INVALID, NOT_COMPARABLE, SLOWDOWN, SPEEDUP, TIMING_VERDICTS, VERDICTS, cell_counts,
+)
 
 # Verdicts are counted and listed in vocabulary order (results first); not-comparable only when a cell has it
 VERDICT_ORDER = tuple(v for v in VERDICTS if v != NOT_COMPARABLE)
@@ -260,7 +262,7 @@ def summarize(t: SweepTables) -> Summary:
     c = t.comparison
     main = c[c.variant != AA] if len(c) else c
     ctrl = c[c.variant == AA] if len(c) else c
-    counts, _ = stats.cell_counts(list(c.verdict), list(c.variant)) if len(c) else ({}, 0)  # as the end-of-sweep line
+    counts, _ = cell_counts(list(c.verdict), list(c.variant)) if len(c) else ({}, 0)  # as the end-of-sweep line
     aa_fp, aa_judged, _ = stats.aa_false_positive_rate(list(ctrl.verdict) if len(ctrl) else [])
     timed = main[main.verdict.isin(TIMING_VERDICTS)] if len(main) else main
     thin = [r.cell_id for _, r in timed.iterrows() if flag(r.get("thin"))]

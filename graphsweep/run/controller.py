@@ -27,13 +27,12 @@ from typing import Any, Sequence
 
 from graphsweep import resources
 from graphsweep.fileio import write_json
-from graphsweep.judge.verdict import cell_counts
 from graphsweep.run.process import process_alive, this_process
 from graphsweep.store.readback import check_sweep
 from graphsweep.store.tables import read_table
 from graphsweep.layout import SweepPaths
 from graphsweep.fileio import UnusableFile, read_json
-from graphsweep.vocab import BLOCKED, EAGER
+from graphsweep.vocab import BLOCKED, EAGER, cell_counts
 from graphsweep.workloads import builtin, megatron_bridge
 from graphsweep.workloads.base import NO_CUDA_HERE
 
@@ -93,7 +92,7 @@ def release(paths: SweepPaths) -> None:
 
 def verdict_counts(paths: SweepPaths) -> tuple[dict[str, int], int]:
     """(cells per verdict in report order, A/A control cells) of comparison.parquet, counted as the report counts
-    them (judge/verdict.py cell_counts); ({}, 0) when there is no comparison yet, UnusableFile when it is damaged."""
+    them (vocab.py cell_counts); ({}, 0) when there is no comparison yet, UnusableFile when it is damaged."""
     if not paths.comparison.exists():
         return {}, 0
     cmp = read_table(paths.comparison, "comparison")

@@ -10,6 +10,7 @@ import pytest
 
 from graphsweep.judge import interval as iv
 from graphsweep.judge import sequential as seq
+from graphsweep.judge.design import SPENDING
 from graphsweep.vocab import INCONCLUSIVE, SPEEDUP
 
 
@@ -23,7 +24,7 @@ def crossing_rate(design: seq.Design, alpha: float, draws: int = 200_000, seed: 
     return float((np.abs(z) >= c).any(axis=1).mean())
 
 
-@pytest.mark.parametrize("spending", seq.SPENDING)
+@pytest.mark.parametrize("spending", SPENDING)
 def test_the_boundaries_spend_exactly_alpha_over_all_looks(spending):
     design = seq.Design(3, 1, 16, spending)
     rate = crossing_rate(design, 0.05)
