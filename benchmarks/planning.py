@@ -4,7 +4,10 @@ the same number of jobs, for a dry run and for a real local run.
     .venv/bin/python benchmarks/planning.py --dry-runs 2000 --real-runs 6
     .venv/bin/python benchmarks/planning.py --code /tmp/graphsweep-before ...   # another tree (git archive REV)
 
-Dry run: `snakemake -n --quiet` on a builtin sweep of N runs planned for Slurm (nothing blocked, nothing started).
+Dry run: `snakemake -n` (its job listing printed, as a user sees it) on a builtin sweep of N runs planned for Slurm
+(nothing blocked, nothing started). It also times graphsweep's rules with stub bodies (SHAPED: the same directives,
+the decision loop's checkpoint included, nothing of graphsweep's code behind them): the ratio to the trivial
+Snakefile that Snakemake's own work for those directives costs, and what graphsweep's code adds over it.
 Real run: `snakemake --cores 2` on a builtin sweep of N eager baselines (one tiny shape per run, its graph arm
 blocked on a machine without CUDA: no job) on the local executor, in a fresh folder. The trivial Snakefile has the
 same jobs per run (one `touch` job each) and the same fixed jobs, counted from graphsweep's own dry run, so the ratio
@@ -57,6 +60,117 @@ rule step:
 """
 
 
+# graphsweep's rules as Snakemake sees them, with nothing of graphsweep's behind them: the same directives per rule
+# (input functions, four outputs of the run rule one a directory, update() outputs, logs, a params dict, three
+# resource functions, `script:` rules, a checkpoint the final target reads), stub bodies. What this costs over the
+# trivial Snakefile is Snakemake's own work for those features; what graphsweep costs over it is graphsweep's code.
+SHAPED = """\
+N = {runs}
+
+wildcard_constraints:
+    r=r"\d+",
+
+
+def no_inputs(wildcards):
+    return []
+
+
+def launch_record(wildcards):
+    return {{"run": {{"run_id": wildcards.r}}, "launch": {{"argv": ["python", "-c", "pass"], "env": {{}}}}}}
+
+
+def jobs_dir(wildcards):
+    return f"out/.jobs/{{wildcards.r}}"
+
+
+def attempt(wildcards, attempt):
+    return attempt
+
+
+def timeout(wildcards, attempt):
+    return 10 * attempt
+
+
+def gpus(wildcards):
+    return 1
+
+
+def ranks(wildcards):
+    return [f"out/runs/{{wildcards.r}}/ranks"]
+
+
+def final_outputs(wildcards):
+    look = checkpoints.look.get().output[0]  # the decision loop's last look (here: one)
+    return [look, *expand("out/runs/{{r}}/summary.json", r=range(N))]
+
+
+rule all:
+    input:
+        final_outputs,
+
+
+rule plan:
+    input:
+        spec="Snakefile",
+    output:
+        update("out/plan.parquet"),
+    log:
+        "out/logs/plan.log",
+    localrule: True
+    params:
+        digest="d",
+    shell:
+        "touch {{output}}"
+
+
+rule run:
+    input:
+        gate=no_inputs,
+    output:
+        config="out/runs/{{r}}/config.yaml",
+        run="out/runs/{{r}}/run.json",
+        log="out/runs/{{r}}/log.txt",
+        ranks=directory("out/runs/{{r}}/ranks"),
+    log:
+        "out/logs/run/{{r}}.log",
+    resources:
+        attempt=attempt,
+        timeout_min=timeout,
+        gpus=gpus,
+    params:
+        config=launch_record,
+        jobs_dir=jobs_dir,
+    script:
+        "stub.py"
+
+
+rule parse:
+    input:
+        run="out/runs/{{r}}/run.json",
+        log="out/runs/{{r}}/log.txt",
+        ranks=ranks,
+        config="out/runs/{{r}}/config.yaml",
+    output:
+        iterations=update("out/runs/{{r}}/iterations.parquet"),
+        summary=update("out/runs/{{r}}/summary.json"),
+    log:
+        "out/logs/parse/{{r}}.log",
+    script:
+        "stub.py"
+
+
+checkpoint look:
+    input:
+        plan="out/plan.parquet",
+        summaries=expand("out/runs/{{r}}/summary.json", r=range(N)),
+    output:
+        "out/looks/look-1.json",
+    localrule: True
+    shell:
+        "touch {{output}}"
+"""
+
+
 def spec(runs: int, cluster: str) -> dict:
     """A builtin sweep of `runs` runs: runs/2 shapes x (eager + one graph variant)."""
     return {"sweep": "planning", "workload": {"kind": "builtin"},
@@ -103,6 +217,14 @@ def trivial_folder(tmp: Path, name: str, jobs: dict[str, int], runs: int) -> Pat
     return folder
 
 
+def shaped_folder(tmp: Path, runs: int) -> Path:
+    folder = tmp / f"shaped-{runs}"
+    folder.mkdir()
+    (folder / "Snakefile").write_text(SHAPED.format(runs=runs))
+    (folder / "stub.py").write_text("pass\n")
+    return folder
+
+
 def measure(tmp: Path, runs: int, real: bool, env: dict[str, str], snakefile: Path) -> None:
     cluster = "local" if real else "slurm"
     gs = graphsweep_folder(tmp, runs, cluster)
@@ -123,6 +245,12 @@ def measure(tmp: Path, runs: int, real: bool, env: dict[str, str], snakefile: Pa
         kind = "dry run (snakemake -n)"
     print(f"{kind}, {runs} runs: graphsweep {total} jobs ({what}) {wall:.1f} s; trivial Snakefile {triv_jobs} jobs "
           f"{triv_wall:.1f} s; ratio {wall / triv_wall:.2f}", flush=True)
+    if not real and jobs.get("run"):
+        shaped_wall, shaped = timed([*base, "-n"], shaped_folder(tmp, jobs["run"]), env)
+        n = sum(job_counts(shaped.stdout + shaped.stderr).values())
+        print(f"  graphsweep's rule shapes with stub bodies (Snakemake's own work for its directives): {n} jobs "
+              f"{shaped_wall:.1f} s, ratio to the trivial Snakefile {shaped_wall / triv_wall:.2f}; graphsweep's code "
+              f"over it {wall - shaped_wall:.1f} s", flush=True)
 
 
 def main() -> int:
