@@ -15,7 +15,9 @@ from typing import Iterable, Mapping
 from graphsweep import resources
 
 HARNESS = ("entry/", "logformat.py")
-BOOKKEEPING = ("__init__.py", "harness.py", "layout.py", "provenance.py", "records.py", "resources.py", "textsafe.py", "vocab.py")
+BOOKKEEPING = (
+    "__init__.py", "harness.py", "layout.py", "provenance.py", "records.py", "resources.py", "textsafe.py", "vocab.py",
+)
 
 
 def harness_files(paths: Iterable[str]) -> list[str]:

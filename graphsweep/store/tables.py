@@ -72,14 +72,18 @@ REBUILD = {
 }
 
 
+def _provenance_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The prov_* columns (and prov_key) of each row, derived from its `provenance` JSON (None where it has none)."""
+    raw = df["provenance"] if "provenance" in df.columns else pd.Series([None] * len(df), index=df.index)
+    flat = [provenance.flatten(json.loads(x) if isinstance(x, str) and x else None) for x in raw]
+    return pd.DataFrame(flat, index=df.index, columns=[*provenance.COLUMNS, "prov_key"])
+
+
 def _runs_v1_to_v2(df: pd.DataFrame) -> pd.DataFrame:
     """Version 1 kept provenance only as JSON: derive the prov_* columns from it."""
     if "prov_key" in df.columns:
         return df
-    raw = df["provenance"] if "provenance" in df.columns else pd.Series([None] * len(df), index=df.index)
-    flat = [provenance.flatten(json.loads(x) if isinstance(x, str) and x else None) for x in raw]
-    cols = list(provenance.COLUMNS) + ["prov_key"]
-    return pd.concat([df, pd.DataFrame(flat, index=df.index, columns=cols)], axis=1)
+    return pd.concat([df, _provenance_columns(df)], axis=1)
 
 
 def _comparison_v1_to_v2(df: pd.DataFrame) -> pd.DataFrame:
@@ -128,9 +132,8 @@ def _runs_v6_to_v7(df: pd.DataFrame) -> pd.DataFrame:
     before graphsweep collected it have none, and are compared by commit, as they were)."""
     if "prov_graphsweep_harness" in df.columns:
         return df
-    raw = df["provenance"] if "provenance" in df.columns else pd.Series([None] * len(df), index=df.index)
-    flat = [provenance.flatten(json.loads(x) if isinstance(x, str) and x else None) for x in raw]
-    return schema.conform(df.assign(prov_graphsweep_harness=[f["prov_graphsweep_harness"] for f in flat]), "runs")
+    harness = _provenance_columns(df)["prov_graphsweep_harness"]
+    return schema.conform(df.assign(prov_graphsweep_harness=harness), "runs")
 
 
 # (table, from version) -> function that turns a frame of that version into the next version's.

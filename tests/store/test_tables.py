@@ -46,6 +46,16 @@ def test_version_1_runs_gain_provenance_columns_from_their_json(tmp_path):
     assert df.prov_key.iloc[0]
 
 
+def test_version_6_runs_gain_the_harness_digest_from_their_json(tmp_path):
+    """A version 6 runs table has no prov_graphsweep_harness column: it is read from each run's provenance, and a run
+    recorded before the digest existed has none (compared by commit, as it was)."""
+    path = tmp_path / "runs.parquet"
+    prov = [json.dumps({"graphsweep": {"git_sha": "aaa", "git_dirty": False, "harness": "h1"}}), None]
+    _write_versioned(RUNS_V1.assign(provenance=prov), path, 6, "runs")
+    df = read_table(path, "runs")
+    assert df.prov_graphsweep_harness.iloc[0] == "h1" and pd.isna(df.prov_graphsweep_harness.iloc[1])
+
+
 def test_version_0_file_with_the_key_columns_is_read(tmp_path):
     path = tmp_path / "comparison.parquet"
     pd.DataFrame({"cell_id": ["c"], "variant": ["attn"], "verdict": ["speedup"]}).to_parquet(path)  # plain pandas
